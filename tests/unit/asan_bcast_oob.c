@@ -1,7 +1,9 @@
 /* Built and run in the ASan build only (tests/CMakeLists.txt): a Conv
  * through linalg_conv_bcast.c's kernel whose padded input planes (x) or
  * packed weights (w) are one float short of what its last block reads
- * must get AddressSanitizer's heap-buffer-overflow report. The kernel's
+ * must get AddressSanitizer's heap-buffer-overflow report (the planes'
+ * borders zero, as bf__conv_packed fills them: where the kernel leaves
+ * the padding taps out, bc_asan still checks the whole span). The kernel's
  * blocks run uninstrumented there and bc_asan checks each block's memory
  * with region checks instead (linalg_conv_bcast.c says why): without
  * them neither overrun is reported (the block's broadcast of the last
@@ -58,7 +60,10 @@ int main(int argc, char **argv)
     float *wpk = malloc((nw - (which == 'w')) * sizeof *wpk), *bias = malloc(M * sizeof *bias);
     float *y = malloc((size_t)M * OSP * sizeof *y), *buf = malloc(bf__conv_bcast_floats(&cp) * sizeof *buf);
     if (!xp || !wt || !full || !wpk || !bias || !y || !buf) return 2;
-    for (size_t i = 0; i < nx; i++) xp[i] = (float)(i % 5) - 2.0f;
+    for (size_t i = 0; i < nx; i++) {
+        size_t ih = i % ((size_t)HP * HP) / HP, iw = i % HP;
+        xp[i] = ih == 0 || ih == HP - 1 || iw == 0 || iw == HP - 1 ? 0.0f : (float)(i % 5) - 2.0f;
+    }
     for (size_t i = 0; i < nw; i++) wt[i] = (float)(i % 7) - 3.0f;
     for (int r = 0; r < M; r++) bias[r] = (float)r;
     /* packed whole (its packing is instrumented code), then copied into
