@@ -411,23 +411,29 @@ static uint64_t bc_padmask(const bf__window *w, int axis, int64_t o)
 }
 
 /* The call's classes: each output row's by the kernel rows that fall in
- * the padding there (all their taps), each column's by the kernel columns;
- * rowcls and colcls: out[1] and out[2] bytes. Without skip, one class. */
-static void bc_plan_call(const bcast_job *j, int64_t chb, int8_t *rowcls, int8_t *colcls, bc_sched *sc)
+ * the padding there (all their taps; rowcls: out[1] bytes), and a row's
+ * runs of columns of one class by the kernel columns. Without skip, one
+ * class. */
+static void bc_plan_call(const bcast_job *j, int64_t chb, int8_t *rowcls, bc_sched *sc)
 {
     const bf__window *w = j->win;
     sc->ncls = 1, sc->mask[0] = 0, sc->rowcls = rowcls, sc->t0 = sc->t1 = sc->cb0 = -1;
     sc->ncr = 1, sc->cra[0] = 0, sc->crb[0] = (int32_t)w->out[2], sc->crc[0] = 0;
     if (!j->skip) return;
     for (int64_t oh = 0; oh < w->out[1]; oh++) rowcls[oh] = bc_class(sc, bc_padmask(w, 1, oh), j->ksp, chb);
-    for (int64_t ow = 0; ow < w->out[2]; ow++) colcls[ow] = bc_class(sc, bc_padmask(w, 2, ow), j->ksp, chb);
     int n = 0;
-    for (int64_t ow = 0; ow < w->out[2]; ow++)
-        if (n && sc->crc[n - 1] == colcls[ow]) sc->crb[n - 1] = (int32_t)ow + 1;
-        else if (n == BC_CRUNS) break;
-        else sc->cra[n] = (int32_t)ow, sc->crb[n] = (int32_t)ow + 1, sc->crc[n++] = colcls[ow];
-    if (n == BC_CRUNS && sc->crb[n - 1] < w->out[2])   /* too many: every column computes its taps */
-        n = 1, sc->cra[0] = 0, sc->crb[0] = (int32_t)w->out[2], sc->crc[0] = 0;
+    for (int64_t ow = 0; ow < w->out[2]; ow++) {
+        int8_t c = bc_class(sc, bc_padmask(w, 2, ow), j->ksp, chb);
+        if (n && sc->crc[n - 1] == c) {
+            sc->crb[n - 1] = (int32_t)ow + 1;
+            continue;
+        }
+        if (n == BC_CRUNS) {   /* too many: every column computes its taps */
+            n = 1, sc->cra[0] = 0, sc->crb[0] = (int32_t)w->out[2], sc->crc[0] = 0;
+            break;
+        }
+        sc->cra[n] = (int32_t)ow, sc->crb[n] = (int32_t)ow + 1, sc->crc[n++] = c;
+    }
     sc->ncr = n;
 }
 
@@ -513,10 +519,10 @@ static void bc_plan_chunk(const bcast_job *j, int64_t cb0, int64_t cb1, bc_sched
  * its own k map, the chunk's blocks one after the other in wb, in k order
  * (bf__conv_krow orders k by channel block first). */
 AVX512 static void bc_run(const bcast_job *j, const float *wt, const float *wpk, int64_t m, int64_t npos, float *wb,
-                          int8_t *cls, bc_sched *sc)
+                          int8_t *rowcls, bc_sched *sc)
 {
     int64_t ncb = (j->cg + BF__CONV_CBLOCK - 1) / BF__CONV_CBLOCK, chb = bc_chunk(j->ksp);
-    bc_plan_call(j, chb, cls, cls + j->win->out[1], sc);
+    bc_plan_call(j, chb, rowcls, sc);
     int64_t ntiles = (npos + BC_TILE - 1) / BC_TILE, tile = (npos + ntiles - 1) / ntiles;
     tile = (tile + BC_NP - 1) / BC_NP * BC_NP;
     for (int64_t r0 = 0; r0 < m; r0 += 64) {
@@ -629,7 +635,7 @@ size_t bf__conv_bcast_floats(const bf__conv_params *cp)
 {
     int64_t npos = bf__conv_bcast_images(cp) * cp->osp;
     return acc_floats(npos) + (size_t)(64 * BF__CONV_CBLOCK * cp->ksp * bc_chunk(cp->ksp)) + (((size_t)cp->kc + 15) & ~(size_t)15) +
-           2 * (((size_t)npos + 15) & ~(size_t)15) + (((size_t)(cp->w.out[1] + cp->w.out[2]) + 63) & ~(size_t)63) / 4;
+           2 * (((size_t)npos + 15) & ~(size_t)15) + (((size_t)cp->w.out[1] + 63) & ~(size_t)63) / 4;
 }
 
 /* chunks of K a run takes, and the input channels of each but the last */
@@ -709,7 +715,7 @@ void bf__conv_bcast(const bf__conv_params *cp, const float *wt, const float *wpk
     int32_t *off = (int32_t *)(wb + 64 * BF__CONV_CBLOCK * cp->ksp * bc_chunk(cp->ksp));
     int32_t *pin = off + (((size_t)cp->kc + 15) & ~(size_t)15);
     int32_t *pout = pin + (((size_t)bf__conv_bcast_images(cp) * cp->osp + 15) & ~(size_t)15);
-    int8_t *cls = (int8_t *)(pout + (((size_t)bf__conv_bcast_images(cp) * cp->osp + 15) & ~(size_t)15));
+    int8_t *rowcls = (int8_t *)(pout + (((size_t)bf__conv_bcast_images(cp) * cp->osp + 15) & ~(size_t)15));
     for (int64_t c = 0; c < cp->cg; c++)
         for (int64_t tap = 0; tap < cp->ksp; tap++)
             off[bf__conv_krow(cp, c, tap)] =
@@ -731,7 +737,7 @@ void bf__conv_bcast(const bf__conv_params *cp, const float *wt, const float *wpk
         ps->used = 1;
     }
     bc_sched sc;
-    bc_run(&j, wt, wpk, cp->mg, npos, wb, cls, &sc);
+    bc_run(&j, wt, wpk, cp->mg, npos, wb, rowcls, &sc);
 #else
     (void)cp, (void)wt, (void)wpk, (void)ni, (void)xp, (void)buf, (void)bias, (void)act, (void)y, (void)ps, (void)img0;
 #endif
