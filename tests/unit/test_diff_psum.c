@@ -1,14 +1,16 @@
 /* The partial-sum resume (docs/ENGINE.md, step 4): a Conv re-run because
- * its input moved in one channel c alone starts at the chunk of K that
- * holds c, from the sums the golden pass kept (core/src/diff/diffpsum.c).
+ * its input moved in one channel c alone starts at the last checkpoint at
+ * or before c's block of 16 channels, from the sums the golden pass kept
+ * there (core/src/diff/diffpsum.c).
  *
  * The graph, built here: x [N, 16, 7, 7] -> Conv A (384 channels, 3x3) ->
  * BatchNormalization -> Relu -> Conv B (32 channels, 3x3, 384 input channels: three chunks of
  * 128 where linalg_conv_bcast.c runs it, AVX-512) -> Relu ->
  * GlobalAveragePool -> Flatten -> Gemm (4 classes). A fault in A's weights
  * moves one channel of A's output, which the BN and Relu keep in it,
- * so B's re-run resumes at that channel's chunk. 28 samples at batch 12:
- * two full batches (bcast calls of 8 and 4 images) and a partial one.
+ * so B's re-run resumes at or before that channel. 28 samples at batch 12:
+ * two full batches (bcast calls of 8 and 4 images) and a partial one (a
+ * plan of 4 images, whose checkpoints lie closer together).
  *
  * Checked: every record of the differential engine with the resume (a
  * prepared golden pass, as `bitflip run` makes it) is the exact engine's,
@@ -19,12 +21,13 @@
  * before their chunk's adds at some positions) changes some record: the
  * comparison would catch it. The golden pass writes only the checkpoints
  * the drawn weight faults' trials resume from: of 1 to 8 trials, the
- * bytes are those of the chunks listed by hand from the faults' channels
- * (the channel of A's output a weight index moves is index / (16 x 3 x 3);
- * a trial whose channel c lies in chunk q >= 1 resumes from the checkpoint
- * after chunk q - 1), each checkpoint's bytes a value-fault campaign's
- * (which keeps every one) over its count, and the records the exact
- * engine's. Where the CPU has no
+ * bytes are those of the checkpoints listed by hand from the faults'
+ * channels (the channel of A's output a weight index moves is index /
+ * (16 x 3 x 3); one checkpoint for each chunk of 128 channels but the
+ * first holding a drawn channel, at the 16-channel block of the lowest of
+ * them), each checkpoint's bytes a value-fault campaign's (which keeps one
+ * at each chunk's start but the first's: two) over its count, and the
+ * records the exact engine's. Where the CPU has no
  * AVX-512, B takes another path, nothing resumes, and only the first part
  * can be checked (the test says so). */
 #include <math.h>
@@ -209,20 +212,26 @@ static void kept_matches_channels(const bf_model *m, const bf_dataset *ds, int t
     bf_campaign_result res;
     run(m, ds, &s, NULL, 0, 1, 0, 0, ex, &res);
     bf_campaign_result_free(&res);
-    int need[MID / 128] = {0}, n_need = 0;
+    int64_t lowest[MID / 128] = {0};   /* per chunk of B's input: its checkpoint's block (0: none) */
+    int n_need = 0, n_after = 0;   /* n_after: the trials whose channel lies at or after a checkpoint */
     for (int t = 0; t < trials; t++) {
         assert_int_equal(ex[t].n_kept, 1);
-        int64_t q = ex[t].faults[0].index / (CIN * 9) / 128;   /* the chunk of B's input channel */
-        if (q >= 1 && !need[q - 1]) need[q - 1] = 1, n_need++;
+        int64_t c = ex[t].faults[0].index / (CIN * 9), q = c / 128, at = c / 16 * 16;
+        if (q >= 1 && (!lowest[q] || at < lowest[q])) lowest[q] = at;
+        n_after += q >= 1;
     }
+    for (int q = 0; q < MID / 128; q++) n_need += lowest[q] > 0;
     bf_campaign_prep prep = {.differential = 1, .threads = 1};
     run(m, ds, &s, &prep, 0, 1, 0, 0, got, &res);
     for (int64_t k = 0; k < res.trials_done; k++) tc_assert_same_record(&got[k], &ex[got[k].trial]);
-    printf("%d trial(s): checkpoints %d of %d kept (%.1f KiB), %lld re-runs resumed\n", trials, n_need, MID / 128 - 1,
-           (double)res.psum.bytes / 1024.0, (long long)res.psum.resumed);
+    printf("%d trial(s): %d checkpoint(s) kept (%.1f KiB), at channels %lld, %lld, %lld (0: none), %lld re-runs resumed\n",
+           trials, n_need, (double)res.psum.bytes / 1024.0, (long long)lowest[0], (long long)lowest[1],
+           (long long)lowest[2], (long long)res.psum.resumed);
     assert_int_equal(res.psum.bytes, (size_t)n_need * one);
     assert_int_equal(res.psum.convs, n_need > 0);
-    if (!n_need) assert_int_equal(res.psum.resumed, 0);
+    /* each such trial re-runs B on the three batches (its channel of A's
+     * output moves in every image), each from a checkpoint; the others none */
+    assert_int_equal(res.psum.resumed, 3 * n_after);
     bf_campaign_result_free(&res);
 }
 

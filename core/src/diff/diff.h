@@ -110,22 +110,22 @@ typedef struct bf__gcache bf__gcache;
  * can move in one channel alone, through channel-local steps, and whose
  * runs carry partial sums (bf__conv_psum_of); *out NULL without roots.
  * bf__psum_alloc: their checkpoints for n_batches batches while they fit in
- * room bytes (returns the bytes taken), a block whose checkpoints are all
- * kept written with `pages` beside BF__WRITE_ONCE (the cache's,
- * bf__gcache_build). The golden pass brackets each step with
+ * room bytes (returns the bytes taken), each block written with `pages`
+ * beside BF__WRITE_ONCE (the cache's, bf__gcache_build). The golden pass brackets each step with
  * bf__psum_golden_begin / _end (saving when begin says 1); a trial's
  * whole run of step i on batch b whose data input moved in channel c alone
- * with bf__psum_resume_begin (> 0: the first chunk it runs, the checkpoint
- * loaded into slot, p->psum set to it; *skip the share of the Conv's terms
+ * with bf__psum_resume_begin (> 0: the first input channel it runs, the
+ * checkpoint it resumes from in slot, p->psum set to it; *skip the share of the Conv's terms
  * it skips), the caller clearing p->psum after the run (diffpsum.c's
  * bf__psum_done). */
 typedef struct bf__psum_store bf__psum_store;
 /* The drawn faults' channels: per fault in a parameter, its value and the
  * output channel it moves (its element index over numel / dims[0]). With
  * them bf__psum_choose keeps, of a Conv whose input such a fault moves in
- * one channel, only the checkpoints the trials resume from (the one after
- * the chunk before that channel's); a root with none listed (an
- * activation, a parameter not listed) keeps every checkpoint it reaches. */
+ * one channel, only the checkpoints the trials resume from (one in each
+ * chunk of K but the first that holds such a channel, at the lowest's
+ * 16-channel block); a root with none listed (an activation, a parameter
+ * not listed) keeps one at every chunk's start but the first's. */
 typedef struct bf__root_chans {
     size_t n;
     const int64_t *val, *chan;

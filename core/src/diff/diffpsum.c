@@ -1,18 +1,27 @@
 /* The partial-sum resume (docs/ENGINE.md, step 4, "The partial-sum
  * resume"): a Conv re-run because its input moved in one channel c alone
- * starts at the chunk of K that holds c, from the sums the golden pass
- * left after the chunks before it.
+ * starts at the last checkpoint at or before c's block of 16 channels,
+ * from the sums the golden pass left there.
  *
  * Why it is exact: linalg_conv_bcast.c computes each output as one chain
  * over K (s = +0, then s = fma(w, x, s) term by term in bf__conv_krow's
- * order), cut into chunks of whole 16-channel blocks whose sums it stores
- * to memory and loads back between chunks (a float stored and loaded is
- * the same float). The terms of the chunks before c's read input channels
- * below c's chunk, which are the golden ones, and golden weights (the
- * Conv's own weights and bias carry no fault here: try_conv takes those).
- * So the sums after them are the golden pass's, bit for bit, and the
- * chunks from c's on, run on the trial's input, finish the same chains
- * the whole run would.
+ * order, which takes the 16-channel blocks one after the other), cut into
+ * chunks of whole blocks whose sums it stores to memory and loads back
+ * between chunks, and cut again where a checkpoint falls inside a chunk (a
+ * float stored and loaded is the same float). The terms before a
+ * checkpoint at channel a <= c read input channels below a, which are the
+ * golden ones, and golden weights (the Conv's own weights and bias carry
+ * no fault here: try_conv takes those). So the sums there are the golden
+ * pass's, bit for bit, and the blocks from a on, run on the trial's input,
+ * finish the same chains the whole run would.
+ *
+ * Where the checkpoints are: with the drawn faults' channels, one in each
+ * chunk of K but the first that holds a drawn channel, at the block of the
+ * lowest such channel (so every drawn channel of the chunk resumes there,
+ * and as many checkpoints as the chunks' boundaries gave before: their
+ * bytes are what the pass writes fresh, docs/perf/trials/resnet18.md);
+ * where a channel is not known before the pass (an activation's fault),
+ * at every chunk's start but the first's.
  *
  * Which Convs: those whose whole runs take the bcast path with more than
  * one chunk (bf__conv_psum_of) and whose data input a drawn fault can move
@@ -33,11 +42,13 @@ struct bf__psum_store {
     size_t n_steps;
     int64_t n_batches;
     float **blk;              /* per step: NULL, or n_batches blocks of per[i] floats */
-    size_t *per;              /* per step: a full batch's checkpoints, floats */
-    int64_t *chan;            /* per step: input channels a chunk */
-    size_t *slab;             /* per step: floats a checkpoint (per / slab: chunks - 1) */
+    size_t *per;              /* per step: a full batch's checkpoints, floats (n_ck x slab) */
+    size_t *slab;             /* per step: floats a checkpoint */
+    int64_t *block, *chunk;   /* per step: input channels a block, a chunk of K */
+    int64_t *chans;           /* per step: its input's channels */
+    int64_t **at;             /* per step: checkpoint k holds the sums of the channels before at[k] */
+    int64_t *n_ck;            /* per step: the checkpoints */
     atomic_uchar *ok;         /* [step][batch]: the golden pass saved them (its run took the path) */
-    unsigned char **keep;     /* per step: NULL (every checkpoint), or per checkpoint k, 1: saved */
     size_t bytes;
     int convs;
 };
@@ -46,12 +57,15 @@ void bf__psum_free(bf__psum_store *ps)
 {
     if (!ps) return;
     for (size_t i = 0; ps->blk && i < ps->n_steps; i++) bf__free(ps->blk[i]);
-    for (size_t i = 0; ps->keep && i < ps->n_steps; i++) bf__free(ps->keep[i]);
-    bf__free(ps->keep);
+    for (size_t i = 0; ps->at && i < ps->n_steps; i++) bf__free(ps->at[i]);
+    bf__free(ps->at);
     bf__free(ps->blk);
     bf__free(ps->per);
-    bf__free(ps->chan);
     bf__free(ps->slab);
+    bf__free(ps->block);
+    bf__free(ps->chunk);
+    bf__free(ps->chans);
+    bf__free(ps->n_ck);
     bf__free((void *)ps->ok);
     bf__free(ps);
 }
@@ -74,8 +88,8 @@ static void candidates(const bf_plan *p, const unsigned char *roots, unsigned ch
             if (m->values[v].kind == BF__VAL_PARAM) root |= roots[v];
             else moved |= one[v];
         }
-        int64_t ch;
-        if (moved && s->node->in[0] >= 0 && one[s->node->in[0]] && bf__conv_psum_of(s, &ch)) cand[i] = 1;
+        int64_t blk, ch;
+        if (moved && s->node->in[0] >= 0 && one[s->node->in[0]] && bf__conv_psum_of(s, &blk, &ch)) cand[i] = 1;
         int local = bf__chan_local_step(s);
         int keeps = (root && (bf__conv_step(s) || bf__bnorm_of(s, NULL))) || (moved && local);
         if (keeps && s->n_out >= 1 && s->node->out[0] >= 0) one[s->node->out[0]] = 1;
@@ -92,11 +106,24 @@ static int keeps_index(const bf__step *s)
     return !(s->node->op && strcmp(s->node->op->name, "Concat") == 0);
 }
 
+/* a checkpoint of step i asked for at input channel c's block, in the
+ * slot of c's chunk (at[i][q] while choosing: 0, none, or the lowest
+ * asked for); none in the first chunk, so no more checkpoints, and no
+ * more bytes, than one a chunk boundary as before (docs/perf/trials/
+ * resnet18.md, h37-psum: those in the first chunk cost more fresh bytes
+ * than their work saves on a host whose fresh pages are dear) */
+static void ask(bf__psum_store *ps, size_t i, int64_t c)
+{
+    int64_t pos = c / ps->block[i] * ps->block[i], q = c / ps->chunk[i];
+    if (c < 0 || c >= ps->chans[i] || q < 1) return;
+    if (!ps->at[i][q] || pos < ps->at[i][q]) ps->at[i][q] = pos;
+}
+
 /* Of the candidates ps chose, the checkpoints trials with faults in root
  * r resume from: for each fault channel c of r that reaches step i's
- * input in that same channel, the one after the chunk before c's (none
- * for c in the first chunk); every checkpoint of a Conv r reaches another
- * way (a channel not known here). one, idx: scratch per value. */
+ * input in that same channel, one at c's block in c's chunk; one at every
+ * chunk's start of a Conv r reaches another way (a channel not known
+ * here). one, idx: scratch per value. */
 static void keep_root(bf__psum_store *ps, const bf_plan *p, int r, const bf__root_chans *rc, unsigned char *one,
                       unsigned char *idx)
 {
@@ -116,13 +143,10 @@ static void keep_root(bf__psum_store *ps, const bf_plan *p, int r, const bf__roo
             else if (one[v]) moved = 1, exact &= idx[v];
         }
         int x = s->node->in[0];
-        if (moved && x >= 0 && one[x] && ps->keep[i]) {
-            int64_t chunks = (int64_t)(ps->per[i] / ps->slab[i]) + 1;
-            for (int64_t k = 0; k < chunks - 1; k++) ps->keep[i][k] |= !idx[x];
-            for (size_t f = 0; idx[x] && f < rc->n; f++) {
-                int64_t q = rc->val[f] == r ? rc->chan[f] / ps->chan[i] : 0;
-                if (q >= 1 && q < chunks) ps->keep[i][q - 1] = 1;
-            }
+        if (moved && x >= 0 && one[x] && ps->at[i]) {
+            for (int64_t c = ps->chunk[i]; !idx[x] && c < ps->chans[i]; c += ps->chunk[i]) ask(ps, i, c);
+            for (size_t f = 0; idx[x] && f < rc->n; f++)
+                if (rc->val[f] == r) ask(ps, i, rc->chan[f]);
         }
         int keeps = (root && (bf__conv_step(s) || bf__bnorm_of(s, NULL))) || (moved && bf__chan_local_step(s));
         if (keeps && s->n_out >= 1 && s->node->out[0] >= 0) {
@@ -145,36 +169,43 @@ bf_status bf__psum_choose(const bf_plan *p, const unsigned char *roots, const bf
         ps->n_steps = p->n_steps, ps->n_batches = n_batches;
         ps->blk = bf__calloc(p->n_steps + 1, sizeof *ps->blk);
         ps->per = bf__calloc(p->n_steps + 1, sizeof *ps->per);
-        ps->chan = bf__calloc(p->n_steps + 1, sizeof *ps->chan);
         ps->slab = bf__calloc(p->n_steps + 1, sizeof *ps->slab);
+        ps->block = bf__calloc(p->n_steps + 1, sizeof *ps->block);
+        ps->chunk = bf__calloc(p->n_steps + 1, sizeof *ps->chunk);
+        ps->chans = bf__calloc(p->n_steps + 1, sizeof *ps->chans);
+        ps->n_ck = bf__calloc(p->n_steps + 1, sizeof *ps->n_ck);
         ps->ok = bf__calloc(p->n_steps * (size_t)n_batches + 1, sizeof *ps->ok);
-        ps->keep = bf__calloc(p->n_steps + 1, sizeof *ps->keep);
+        ps->at = bf__calloc(p->n_steps + 1, sizeof *ps->at);
     }
     bf_status st = BF_OK;
-    if (!ps || !one || !cand || !idx || !ps->blk || !ps->per || !ps->chan || !ps->slab || !ps->ok || !ps->keep) {
+    if (!ps || !one || !cand || !idx || !ps->blk || !ps->per || !ps->slab || !ps->block || !ps->chunk || !ps->chans ||
+        !ps->n_ck || !ps->ok || !ps->at) {
         st = bf__dx_oom(err);
         goto out;
     }
     candidates(p, roots, one, cand);
     for (size_t i = 0; i < p->n_steps; i++) {
         const bf_tensor *x = p->steps[i].in[0];
-        if (!cand[i] || !(ps->per[i] = bf__conv_psum_of(&p->steps[i], &ps->chan[i]))) continue;
-        int64_t chunks = (x->dims[1] + ps->chan[i] - 1) / ps->chan[i];
-        ps->slab[i] = chunks > 1 ? ps->per[i] / (size_t)(chunks - 1) : 0;
-        if (!ps->slab[i]) ps->per[i] = 0;
-        if (rc && ps->per[i] && !(ps->keep[i] = bf__calloc((size_t)chunks, 1))) {
+        if (!cand[i] || !(ps->slab[i] = bf__conv_psum_of(&p->steps[i], &ps->block[i], &ps->chunk[i]))) continue;
+        ps->chans[i] = x->dims[1];
+        int64_t chunks = (x->dims[1] + ps->chunk[i] - 1) / ps->chunk[i];
+        if (!(ps->at[i] = bf__calloc((size_t)chunks + 1, sizeof *ps->at[i]))) {
             st = bf__dx_oom(err);
             goto out;
         }
+        /* without the faults' channels: every chunk's start */
+        for (int64_t c = ps->chunk[i]; !rc && c < ps->chans[i]; c += ps->chunk[i]) ask(ps, i, c);
     }
-    /* with the faults' channels: each root's, then a Conv none of them
-     * needs a checkpoint of takes no bytes at all */
+    /* with them: each root's, then a Conv none of them needs a checkpoint
+     * of takes no bytes at all */
     for (size_t v = 0; rc && v < m->n_values; v++)
         if (roots[v]) keep_root(ps, p, (int)v, rc, one, idx);
-    for (size_t i = 0; rc && i < p->n_steps; i++) {
-        int any = 0;
-        for (size_t k = 0; ps->keep[i] && k + 1 < ps->per[i] / ps->slab[i] + 1; k++) any |= ps->keep[i][k];
-        if (ps->keep[i] && !any) ps->per[i] = 0;
+    for (size_t i = 0; i < p->n_steps; i++) {
+        int64_t n = 0, chunks = ps->at[i] ? (ps->chans[i] + ps->chunk[i] - 1) / ps->chunk[i] : 0;
+        for (int64_t q = 0; q < chunks; q++)   /* the slots asked for, in order: increasing */
+            if (ps->at[i][q]) ps->at[i][n++] = ps->at[i][q];
+        ps->n_ck[i] = n;
+        ps->per[i] = (size_t)n * ps->slab[i];
     }
 out:
     bf__free(one);
@@ -195,19 +226,12 @@ out:
 size_t bf__psum_alloc(bf__psum_store *ps, size_t room, unsigned pages)
 {
     for (size_t i = 0; ps && i < ps->n_steps; i++) {
-        size_t bytes = ps->per[i] * sizeof(float) * (size_t)ps->n_batches, kept = bytes;
-        if (ps->per[i] && ps->keep[i]) {   /* the checkpoints not kept are never written: no pages */
-            size_t n = ps->per[i] / ps->slab[i], k = 0;
-            for (size_t q = 0; q < n; q++) k += ps->keep[i][q] != 0;
-            kept = bytes / n * k;
-        }
-        if (!ps->per[i] || kept > room - ps->bytes || ps->bytes > room) continue;
-        /* written once by the golden pass, as the cache's blocks (gcache.c),
-         * in their pages when every checkpoint of the block is kept (a 2 MiB
-         * page would fault in the ones never written too) */
-        unsigned how = BF__WRITE_ONCE | (kept == bytes ? pages : 0);
-        if (!(ps->blk[i] = bf__alloc_written(bytes, how))) continue;   /* no room: the trials run it whole */
-        ps->bytes += kept;
+        size_t bytes = ps->per[i] * sizeof(float) * (size_t)ps->n_batches;
+        if (!ps->per[i] || bytes > room - ps->bytes || ps->bytes > room) continue;
+        /* written once and whole by the golden pass (only the checkpoints
+         * kept have places), as the cache's blocks (gcache.c), in their pages */
+        if (!(ps->blk[i] = bf__alloc_written(bytes, BF__WRITE_ONCE | pages))) continue;   /* no room: the trials run it whole */
+        ps->bytes += bytes;
         ps->convs++;
     }
     return ps ? ps->bytes : 0;
@@ -222,7 +246,7 @@ size_t bf__psum_bytes(const bf__psum_store *ps, int *convs)
 int bf__psum_golden_begin(bf__psum_store *ps, bf_plan *p, size_t i, int64_t b, bf__psum *slot)
 {
     if (!ps || i >= ps->n_steps || !ps->blk[i]) return 0;
-    *slot = (bf__psum){.save = ps->blk[i] + (size_t)b * ps->per[i], .keep = ps->keep[i]};
+    *slot = (bf__psum){.save = ps->blk[i] + (size_t)b * ps->per[i], .at = ps->at[i], .n = ps->n_ck[i]};
     p->psum = slot;
     p->psum_step = i;
     return 1;
@@ -240,14 +264,14 @@ int64_t bf__psum_resume_begin(const bf__psum_store *ps, bf_plan *p, size_t i, in
     if (!ps || i >= ps->n_steps || !ps->blk[i] || c < 0 ||
         !atomic_load(&ps->ok[i * (size_t)ps->n_batches + (size_t)b]))
         return 0;
-    int64_t first = c / ps->chan[i], chunks = ps->per[i] / ps->slab[i] + 1;
-    if (first < 1 || first >= chunks) return 0;    /* c in the first chunk: nothing to skip */
-    if (ps->keep[i] && !ps->keep[i][first - 1]) return 0;   /* not saved: no drawn fault resumes there */
-    *slot = (bf__psum){.load = ps->blk[i] + (size_t)b * ps->per[i], .first = first};
+    int64_t k = -1;   /* the last checkpoint at or before c: its channels all golden */
+    while (k + 1 < ps->n_ck[i] && ps->at[i][k + 1] <= c) k++;
+    if (k < 0) return 0;   /* none: c before every one (in the first block, or no drawn fault's there) */
+    *slot = (bf__psum){.load = ps->blk[i] + (size_t)b * ps->per[i], .lk = k, .from = ps->at[i][k]};
     p->psum = slot;
     p->psum_step = i;
-    *skip = (double)(first * ps->chan[i]) / (double)p->steps[i].in[0]->dims[1];
-    return first;
+    *skip = (double)ps->at[i][k] / (double)p->steps[i].in[0]->dims[1];
+    return ps->at[i][k];
 }
 
 void bf__psum_try(bf__dx *dx, bf_plan *p, int64_t b, size_t i, bf__psum_run *r)
@@ -281,7 +305,7 @@ float *bf__psum_saved(const bf__psum_store *ps, size_t i, int64_t b, int64_t *n,
     if (!ps || i >= ps->n_steps || b < 0 || b >= ps->n_batches || !ps->blk[i] ||
         !atomic_load(&ps->ok[i * (size_t)ps->n_batches + (size_t)b]))
         return NULL;
-    *n = (int64_t)(ps->per[i] / ps->slab[i]);
+    *n = ps->n_ck[i];
     *slab = ps->slab[i];
     return ps->blk[i] + (size_t)b * ps->per[i];
 }

@@ -169,20 +169,29 @@ static inline float bf__act_apply(const bf__act *a, float v)
 
 /* A Conv's partial sums kept across K (docs/ENGINE.md, "The partial-sum
  * resume"): linalg_conv_bcast.c carries each output's sums across K in
- * chunks of whole 16-channel blocks, storing them between chunks; the
- * golden pass keeps those stores (save), and a trial's re-run whose input
- * moved in channels of chunk `first` and later alone starts there from
- * them (load), the chains before that chunk being the golden ones, to the
- * bit. Laid out per checkpoint k (after chunk k, k < chunks - 1), row
- * block r of 64 output channels, output position q of the whole batch
+ * chunks of whole 16-channel blocks (bf__conv_krow orders k by block
+ * first, so the terms of the blocks before one are a prefix of every
+ * output's chain), storing them between chunks; at a checkpoint that falls
+ * inside a chunk it cuts the chunk there, which moves no term (a float
+ * stored and loaded is the same float). The golden pass keeps those
+ * stores (save), and a trial's re-run whose input moved in channels at or
+ * after a checkpoint alone starts there from them (load), the chains
+ * before it being the golden ones, to the bit. Laid out per checkpoint k,
+ * row block r of 64 output channels, output position q of the whole batch
  * (image-major, as the step's output): ((k x row blocks + r) x positions
- * + q) x 64 floats (bf__conv_psum_floats). Only the whole-step path
- * through linalg_conv_bcast.c takes it; `used` says it did. */
+ * + q) x 64 floats (bf__conv_psum_floats: one checkpoint). Only the
+ * whole-step path through linalg_conv_bcast.c takes it; `used` says it
+ * did. */
 typedef struct bf__psum {
-    float *save;            /* NULL: none; else every checkpoint of this run */
-    const unsigned char *keep;   /* with save: NULL (every one), or per checkpoint k, 0: not written */
-    const float *load;      /* NULL: none; else resume at chunk `first` (>= 1) from checkpoint first - 1 */
-    int64_t first;
+    float *save;            /* NULL: none; else checkpoint k at save + k x one checkpoint's floats */
+    const int64_t *at;      /* with save: checkpoint k holds the sums of the input channels before at[k]
+                             * (a multiple of 16, increasing, 0 < at[k] < channels) */
+    int64_t n;              /* with save: the checkpoints */
+    const float *load;      /* NULL: none; else resume from checkpoint lk at load + lk x one checkpoint's floats
+                             * (the run's own: a plan of fewer images lays them out closer) */
+    int64_t lk;
+    int64_t from;           /* with load: its position, the sums of the channels before it (a multiple of 16,
+                             * 0 < from < channels) */
     int used;               /* set by the Conv: 1 when the sums were saved or loaded */
 } bf__psum;
 

@@ -266,10 +266,11 @@ void bf__maxpool_band(const bf__step *st, const float *x, int64_t xr0, int64_t o
 int bf__conv_step(const bf__step *s);
 /* linalg_conv.c: for a Conv whose whole runs may carry partial sums
  * across K (op.h, bf__psum: one group, prepared for linalg_conv_bcast.c,
- * more than one chunk of K), the floats of a run's checkpoints, and in
- * *channels the input channels of a chunk (input channel c is in chunk
- * c / *channels); 0 for any other step. */
-size_t bf__conv_psum_of(const bf__step *s, int64_t *channels);
+ * more than one block of input channels), the floats of one checkpoint of
+ * a run, in *block the input channels of a block (a checkpoint's position
+ * is a multiple of it) and in *chunk those of a chunk of K (input channel c
+ * is in chunk c / *chunk); 0 for any other step. */
+size_t bf__conv_psum_of(const bf__step *s, int64_t *block, int64_t *chunk);
 /* linalg_conv.c: 1 if the step is a Conv whose every output channel reads
  * its own input channel alone (group = C = M: depthwise), so that
  * bf__conv_channel_n's channel c reads only channel c of its input. */

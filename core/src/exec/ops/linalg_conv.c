@@ -212,12 +212,13 @@ static int conv_channels(const bf__conv_params *cp, const float *x, const float 
 
 int bf__conv_step(const bf__step *st) { return st->node->op->run == bf__conv_run; }
 
-size_t bf__conv_psum_of(const bf__step *st, int64_t *channels)
+size_t bf__conv_psum_of(const bf__step *st, int64_t *block, int64_t *chunk)
 {
     if (st->node->op->run != bf__conv_run) return 0;
     const bf__conv_params *cp = st->params;
     if (cp->path != BF__CONV_IM2COL || !cp->bcast || cp->group != 1 || cp->osp <= 0 || cp->kc <= 0) return 0;
-    (void)bf__conv_bcast_chunks(cp, channels);
+    (void)bf__conv_bcast_chunks(cp, chunk);
+    *block = BF__CONV_CBLOCK;
     return bf__conv_psum_floats(cp);
 }
 

@@ -98,11 +98,14 @@ typedef struct bcast_job {
     const int32_t *pout;     /* position q's output index in channel 0 */
     int64_t kc, ksp, cg, osp;
     /* partial sums (op.h, bf__psum): the call's first position's
-     * checkpoints, checkpoint k of row block r at k slab + r rstride */
+     * checkpoints, checkpoint k of row block r at k slab + r rstride,
+     * taken after the input channels before ckat[k] (save); or the sums
+     * of the channels before `from`, to resume from (load) */
     float *save;
-    const unsigned char *keep;   /* NULL: every checkpoint saved; else those k with keep[k] */
+    const int64_t *ckat;
+    int64_t nck;
     const float *load;
-    int64_t first, slab, rstride;
+    int64_t from, slab, rstride;
     /* the padding taps left out (bc_sched), where bf__conv_bcast found that
      * exact: the window, to tell each position's taps in the padding */
     int skip;
@@ -531,13 +534,15 @@ AVX512 static void bc_run(const bcast_job *j, const float *wt, const float *wpk,
             int64_t t1 = t0 + tile < npos ? t0 + tile : npos;
             size_t tfl = (size_t)(t1 - t0) * 64;
             bc_plan_tile(j, t0, t1, sc);
-            for (int64_t cb0 = 0; cb0 < ncb; cb0 += chb) {
-                /* a resume: the chunks before `first` are the golden ones,
-                 * their sums the checkpoint after chunk first - 1 */
-                int64_t qk = cb0 / chb, ck = (r0 / 64) * j->rstride + t0 * 64;
-                if (j->load && qk < j->first) continue;
-                if (j->load && qk == j->first) memcpy(j->acc, j->load + (qk - 1) * j->slab + ck, sizeof(float) * tfl);
-                int64_t cb1 = cb0 + chb < ncb ? cb0 + chb : ncb, p0 = cb0 * BF__CONV_CBLOCK * j->ksp, p1 = p0;
+            /* segments of K: a chunk, cut where a checkpoint falls inside
+             * it; a resume starts at its checkpoint's block, the blocks
+             * before it the golden ones, their sums the checkpoint's */
+            int64_t kq = 0, ck = (r0 / 64) * j->rstride + t0 * 64, cb1;
+            for (int64_t cb0 = j->load ? j->from / BF__CONV_CBLOCK : 0; cb0 < ncb; cb0 = cb1) {
+                cb1 = (cb0 / chb + 1) * chb < ncb ? (cb0 / chb + 1) * chb : ncb;
+                if (j->save && kq < j->nck && j->ckat[kq] / BF__CONV_CBLOCK < cb1) cb1 = j->ckat[kq] / BF__CONV_CBLOCK;
+                if (j->load && cb0 * BF__CONV_CBLOCK == j->from) memcpy(j->acc, j->load + ck, sizeof(float) * tfl);
+                int64_t p0 = cb0 * BF__CONV_CBLOCK * j->ksp, p1 = p0;
                 for (int64_t cb = cb0; cb < cb1; cb++) {
                     int64_t c0 = cb * BF__CONV_CBLOCK, width = j->cg - c0 < BF__CONV_CBLOCK ? j->cg - c0 : BF__CONV_CBLOCK;
                     if (!wpk) bc_pack_block(j, wt + r0 * j->kc, 16 * nv, cb, wb + (p1 - p0) * 16 * nv);
@@ -566,9 +571,9 @@ AVX512 static void bc_run(const bcast_job *j, const float *wt, const float *wpk,
                         bc_dispatch(j, nv, np, wr, pf, rows, t0, p0, p1, j->acc, cb0 == 0);
                     nx += kt * 4;
                 }
-                /* every chunk's sums but the last's, as they go to the next chunk */
-                if (cb1 < ncb && j->save && (!j->keep || j->keep[qk]))
-                    memcpy(j->save + qk * j->slab + ck, j->acc, sizeof(float) * tfl);
+                /* the sums at a checkpoint, as they go to the next segment */
+                if (j->save && kq < j->nck && j->ckat[kq] / BF__CONV_CBLOCK == cb1)
+                    memcpy(j->save + kq++ * j->slab + ck, j->acc, sizeof(float) * tfl);
                 if (cb1 == ncb) bc_epi(j, r0, nv, t0, t1);
             }
         }
@@ -648,8 +653,7 @@ int64_t bf__conv_bcast_chunks(const bf__conv_params *cp, int64_t *channels)
 
 size_t bf__conv_psum_floats(const bf__conv_params *cp)
 {
-    int64_t k = bf__conv_bcast_chunks(cp, NULL) - 1;
-    return k > 0 ? (size_t)k * (size_t)((cp->mg + 63) / 64) * (size_t)(cp->n * cp->osp) * 64 : 0;
+    return cp->cg > BF__CONV_CBLOCK ? (size_t)((cp->mg + 63) / 64) * (size_t)(cp->n * cp->osp) * 64 : 0;
 }
 
 /* The whole of W in bc_run's layout: per group, per row block of 64
@@ -693,6 +697,17 @@ static int bc_any_pad(const bf__window *w)
     return w->pb[1] || w->pe[1] || w->pb[2] || w->pe[2];
 }
 
+/* checkpoints at[0 .. n) where bc_run can take them: whole 16-channel
+ * blocks, increasing, inside K (else the sums are neither saved nor
+ * loaded, `used` stays 0 and the caller runs the Conv whole) */
+static int bc_ckat_ok(const int64_t *at, int64_t n, int64_t cg)
+{
+    if (!at || n < 1) return 0;
+    for (int64_t k = 0; k < n; k++)
+        if (at[k] <= (k ? at[k - 1] : 0) || at[k] >= cg || at[k] % BF__CONV_CBLOCK) return 0;
+    return 1;
+}
+
 /* a bias of -0 somewhere in b[0 .. n): bc_sched says why that keeps every tap */
 static int bc_neg_zero(const float *b, int64_t n)
 {
@@ -726,14 +741,14 @@ void bf__conv_bcast(const bf__conv_params *cp, const float *wt, const float *wpk
                 pin[q] = (int32_t)(i * cp->cg * plane + oh * w->s[1] * wpd + ow * w->s[2]);
                 pout[q] = (int32_t)(i * cp->m * cp->osp + oh * w->out[2] + ow);
             }
-    bcast_job j = {xp, bias, act, y, acc, off, pin, pout, cp->kc, cp->ksp, cp->cg, cp->osp, NULL, NULL, NULL, 0, 0, 0,
+    bcast_job j = {xp, bias, act, y, acc, off, pin, pout, cp->kc, cp->ksp, cp->cg, cp->osp, NULL, NULL, 0, NULL, 0, 0, 0,
                    wpk && bc_any_pad(w) && !bc_neg_zero(bias, cp->mg), w};
-    if (ps && (ps->save || (ps->load && ps->first >= 1 && ps->first < bf__conv_bcast_chunks(cp, NULL)))) {
+    if (ps && (ps->save ? bc_ckat_ok(ps->at, ps->n, cp->cg) : ps->load && ps->lk >= 0 && bc_ckat_ok(&ps->from, 1, cp->cg))) {
         int64_t at = img0 * cp->osp * 64;
         j.rstride = cp->n * cp->osp * 64;
         j.slab = (cp->mg + 63) / 64 * j.rstride;
-        if (ps->save) j.save = ps->save + at, j.keep = ps->keep;
-        else j.load = ps->load + at, j.first = ps->first;
+        if (ps->save) j.save = ps->save + at, j.ckat = ps->at, j.nck = ps->n;
+        else j.load = ps->load + ps->lk * j.slab + at, j.from = ps->from;
         ps->used = 1;
     }
     bc_sched sc;
