@@ -346,9 +346,9 @@ AVX512 static void bc_epi(const bcast_job *j, int64_t r0, int nv, int64_t t0, in
  * of the 3x3 Convs' multiply-adds (18% of layer4's 7x7 maps).
  *
  * A tile's positions are put in classes by the taps they may leave out:
- * those of their padded kernel rows (the top and bottom output rows, their
- * corners' padded columns then computed), else of their padded columns,
- * else none; each class's positions, in order, form the blocks, up to
+ * those of their padded kernel rows and columns (the corners: both), else
+ * of their padded rows (the top and bottom output rows), else of their
+ * padded columns, else none; each class's positions, in order, form the blocks, up to
  * BC_NP each and as even as the class allows. A class's k terms in a chunk
  * are ranges of bf__conv_krow's order (tap-major in each block of 16
  * channels: a tap's channels are consecutive k terms). */
@@ -364,6 +364,10 @@ typedef struct bc_sched {
     int ncr;                  /* a row's runs of columns of one class: [cra, crb) of class crc */
     int32_t cra[BC_CRUNS], crb[BC_CRUNS];
     int8_t crc[BC_CRUNS];
+    /* a row class's positions in a column class's run: the class of both
+     * masks (corner[r][0]: r; r where that class could not be made, which
+     * computes the run's padded columns) */
+    int8_t corner[BC_CLS][BC_CLS];
     /* the tile's */
     int32_t ord[BC_TILE];     /* the tile's acc rows (q - t0) in block order */
     int32_t at[BC_BLKS];      /* block b: its rows ord[at[b] .. at[b + 1]) */
@@ -438,6 +442,15 @@ static void bc_plan_call(const bcast_job *j, int64_t chb, int8_t *rowcls, bc_sch
         sc->cra[n] = (int32_t)ow, sc->crb[n] = (int32_t)ow + 1, sc->crc[n++] = c;
     }
     sc->ncr = n;
+    /* the corners' classes, once the rows' and columns' are all made */
+    int nrc = sc->ncls;
+    for (int r = 1; r < nrc; r++) {
+        sc->corner[r][0] = (int8_t)r;
+        for (int c = 1; c < nrc; c++) {
+            int8_t k = bc_class(sc, sc->mask[r] | sc->mask[c], j->ksp, chb);
+            sc->corner[r][c] = k ? k : (int8_t)r;
+        }
+    }
 }
 
 /* the blocks of tile [t0, t1): a position's class its row's, else its
@@ -461,12 +474,11 @@ static void bc_plan_tile(const bcast_job *j, int64_t t0, int64_t t1, bc_sched *s
         for (int64_t i = 0; i < n;) {
             int64_t len = ow_n - ow < n - i ? ow_n - ow : n - i;
             for (int c = 0; c < sc->ncr; c++) {
-                int64_t a = sc->rowcls[oh] ? ow : sc->cra[c] > ow ? sc->cra[c] : ow;
-                int64_t b = sc->rowcls[oh] ? ow + len : sc->crb[c] < ow + len ? sc->crb[c] : ow + len;
+                int64_t a = sc->cra[c] > ow ? sc->cra[c] : ow, b = sc->crb[c] < ow + len ? sc->crb[c] : ow + len;
                 if (a >= b) continue;
-                rk[nr] = sc->rowcls[oh] ? sc->rowcls[oh] : sc->crc[c];
+                int8_t r = sc->rowcls[oh];
+                rk[nr] = r ? sc->corner[r][sc->crc[c]] : sc->crc[c];
                 ra[nr] = (int32_t)(i + a - ow), rl[nr] = (int32_t)(b - a), cnt[rk[nr]] += rl[nr], nr++;
-                if (sc->rowcls[oh]) break;
             }
             i += len, ow = 0, oh = oh + 1 == oh_n ? 0 : oh + 1;
         }
