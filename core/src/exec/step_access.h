@@ -266,7 +266,7 @@ void bf__maxpool_band(const bf__step *st, const float *x, int64_t xr0, int64_t o
 int bf__conv_step(const bf__step *s);
 /* linalg_conv.c: for a Conv whose whole runs may carry partial sums
  * across K (op.h, bf__psum: one group, prepared for linalg_conv_bcast.c,
- * more than one block of input channels), the floats of one checkpoint of
+ * more than one chunk of K), the floats of one checkpoint of
  * a run, in *block the input channels of a block (a checkpoint's position
  * is a multiple of it) and in *chunk those of a chunk of K (input channel c
  * is in chunk c / *chunk); 0 for any other step. */

@@ -665,7 +665,7 @@ int64_t bf__conv_bcast_chunks(const bf__conv_params *cp, int64_t *channels)
 
 size_t bf__conv_psum_floats(const bf__conv_params *cp)
 {
-    return cp->cg > BF__CONV_CBLOCK ? (size_t)((cp->mg + 63) / 64) * (size_t)(cp->n * cp->osp) * 64 : 0;
+    return bf__conv_bcast_chunks(cp, NULL) > 1 ? (size_t)((cp->mg + 63) / 64) * (size_t)(cp->n * cp->osp) * 64 : 0;
 }
 
 /* The whole of W in bc_run's layout: per group, per row block of 64

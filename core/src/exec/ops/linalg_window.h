@@ -194,7 +194,7 @@ void bf__conv_bcast(const bf__conv_params *cp, const float *wt, const float *wpk
                     float *buf, const float *bias, const bf__act *act, float *y, bf__psum *ps, int64_t img0);
 /* The partial sums (op.h, bf__psum) of bf__conv_bcast: its chunks of K
  * (*channels: the input channels of each but the last), and the floats of
- * one checkpoint of a whole step (0: one block of input channels, none).
+ * one checkpoint of a whole step (0: one chunk, none).
  * ps: NULL, or the step's checkpoints, img0 the call's first image. */
 int64_t bf__conv_bcast_chunks(const bf__conv_params *cp, int64_t *channels);
 size_t bf__conv_psum_floats(const bf__conv_params *cp);
