@@ -478,10 +478,9 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
     }
     if (r->psum.bytes)
         fprintf(stderr,
-                "bitflip run: %s%spartial sums: the golden pass kept the sums inside K of %d Convs "
-                "(%.1f MiB, --cache-budget); %lld Conv re-runs whose input moved in one channel resumed from a "
-                "checkpoint at or before it, skipping %.2f%% of the Convs' re-run work (%.2f%% of all the trials' "
-                "re-run work)\n",
+                "bitflip run: %s%spartial sums: the golden pass kept the sums inside K of %d Convs (%.1f MiB, "
+                "--cache-budget); %lld Conv re-runs whose input moved in one channel resumed from a checkpoint at or "
+                "before it, skipping %.2f%% of the Convs' re-run work (%.2f%% of all the trials' re-run work)\n",
                 p, sep, r->psum.convs, (double)r->psum.bytes / (1024.0 * 1024.0), (long long)r->psum.resumed,
                 100 * r->psum.conv_skipped, 100 * r->psum.skipped);
     if (r->full_reason && !r->exact) fprintf(stderr, "bitflip run: %s%sexact engine: %s\n", p, sep, r->full_reason);
