@@ -200,19 +200,27 @@ void case_attrs_of(const conv_case *k, case_attrs *ca)
     ca->a[4] = th_attr_int("group", k->group);
 }
 
+void case_run_of(const prepared *p, case_run *cr)
+{
+    const conv_case *k = p->k;
+    case_attrs_of(k, &cr->ca);
+    cr->in[0] = &p->x, cr->in[1] = &p->wt, cr->in[2] = k->bias ? &p->b : NULL;
+    cr->nin = k->bias ? 3 : 2;
+    cr->od[0] = k->n, cr->od[1] = k->m, cr->od[2] = p->oh, cr->od[3] = p->ow;
+}
+
 /* q: the activation (acts[q]), or N_ACTS for none */
 static void run_case(const prepared *p, const char *level, size_t q)
 {
     const conv_case *k = p->k;
-    case_attrs ca;
-    case_attrs_of(k, &ca);
-    const bf_tensor *in[3] = {&p->x, &p->wt, k->bias ? &p->b : NULL};
+    case_run cr;
+    case_run_of(p, &cr);
     bf_tensor out;
     bf_error err = {0};
     if (level) setenv("BITFLIP_SIMD", level, 1);
     else unsetenv("BITFLIP_SIMD");
     const bf__act *act = q < N_ACTS ? &acts[q] : NULL;
-    bf_status stt = th_run_op_act("Conv", 13, ca.a, 5, in, k->bias ? 3 : 2, &out, 1, act, &err);
+    bf_status stt = th_run_op_act("Conv", 13, cr.ca.a, 5, cr.in, cr.nin, &out, 1, act, &err);
     unsetenv("BITFLIP_SIMD");
     if (stt != BF_OK) fail_msg("%s: %s", k->what, err.msg);
     int64_t numel = p->numel;
@@ -627,14 +635,13 @@ static void conv_channels_match_reference(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         prepared p = case_get(i);
         const conv_case *k = p.k;
-        case_attrs ca;
-        case_attrs_of(k, &ca);
-        const bf_tensor *in[3] = {&p.x, &p.wt, k->bias ? &p.b : NULL};
+        case_run cr;
+        case_run_of(&p, &cr);
         for (int l = 0; l < 3; l++) {
             bf_tensor out;
             bf_error err = {0};
             setenv("BITFLIP_SIMD", levels[l], 1);
-            bf_status stt = th_run_conv_channels(ca.a, 5, in, k->bias ? 3 : 2, &out, &err);
+            bf_status stt = th_run_conv_channels(cr.ca.a, 5, cr.in, cr.nin, &out, &err);
             unsetenv("BITFLIP_SIMD");
             if (stt != BF_OK) fail_msg("%s, by channel: %s", k->what, err.msg);
             const float *got = out.data;
@@ -664,11 +671,9 @@ static void conv_residual_matches_add(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         prepared p = case_get(i);
         const conv_case *k = p.k;
-        int64_t od[4] = {k->n, k->m, p.oh, p.ow};
-        case_attrs ca;
-        case_attrs_of(k, &ca);
-        const bf_tensor *in[3] = {&p.x, &p.wt, k->bias ? &p.b : NULL};
-        bf_tensor r = th_tensor_rand(14, 4, od), conv = th_tensor(BF_F32, p.ref, 4, od);
+        case_run cr;
+        case_run_of(&p, &cr);
+        bf_tensor r = th_tensor_rand(14, 4, cr.od), conv = th_tensor(BF_F32, p.ref, 4, cr.od);
         float *rv = r.data;
         const uint32_t nan_bits = 0x7fc0abcdu;   /* not the default NaN an invalid operation gives */
         for (int64_t e = 0; e < p.numel; e++) {
@@ -689,7 +694,7 @@ static void conv_residual_matches_add(void **state)
                     bf_tensor out;
                     if (levels[l]) setenv("BITFLIP_SIMD", levels[l], 1);
                     else unsetenv("BITFLIP_SIMD");
-                    bf_status stt = th_run_conv_res(ca.a, 5, in, k->bias ? 3 : 2, &out, act, rv, res_a, &err);
+                    bf_status stt = th_run_conv_res(cr.ca.a, 5, cr.in, cr.nin, &out, act, rv, res_a, &err);
                     unsetenv("BITFLIP_SIMD");
                     if (stt != BF_OK) fail_msg("%s, residual: %s", k->what, err.msg);
                     const float *got = out.data;
@@ -742,11 +747,9 @@ static void conv_bn_matches_steps(void **state)
             assert_int_equal(bf__conv_pws_ok(&cp), bf__simd_cpu() >= BF_SGEMM_AVX512);
         }
         prepared p = case_get(i);
-        int64_t od[4] = {k->n, k->m, p.oh, p.ow};
         int64_t md[1] = {k->m};
-        case_attrs ca;
-        case_attrs_of(k, &ca);
-        const bf_tensor *in[3] = {&p.x, &p.wt, k->bias ? &p.b : NULL};
+        case_run cr;
+        case_run_of(&p, &cr);
         bf_tensor sc = th_tensor_rand(21, 1, md), bi = th_tensor_rand(22, 1, md), mu = th_tensor_rand(23, 1, md),
                   va = th_tensor_rand(24, 1, md);
         float *scv = sc.data, *muv = mu.data, *vav = va.data, *biv = bi.data, eps = 1e-5f;
@@ -754,7 +757,7 @@ static void conv_bn_matches_steps(void **state)
         vav[1] = -eps, muv[2] = NAN, scv[3] = -0.0f;
         bf__bnorm bn = {scv, biv, muv, vav, eps};
         int64_t osp = p.oh * p.ow;
-        bf_tensor normed = th_tensor(BF_F32, p.ref, 4, od), r = th_tensor_rand(14, 4, od);
+        bf_tensor normed = th_tensor(BF_F32, p.ref, 4, cr.od), r = th_tensor_rand(14, 4, cr.od);
         float *nv = normed.data, *rv = r.data;
         for (int64_t e = 0; e < p.numel; e++) {
             int64_t c = e / osp % k->m;
@@ -775,7 +778,7 @@ static void conv_bn_matches_steps(void **state)
                     bf_tensor out;
                     if (levels[l]) setenv("BITFLIP_SIMD", levels[l], 1);
                     else unsetenv("BITFLIP_SIMD");
-                    bf_status stt = th_run_conv_bn(ca.a, 5, in, k->bias ? 3 : 2, &out, &bacts[q], &bn,
+                    bf_status stt = th_run_conv_bn(cr.ca.a, 5, cr.in, cr.nin, &out, &bacts[q], &bn,
                                                    res ? rv : NULL, res == 1, &err);
                     unsetenv("BITFLIP_SIMD");
                     if (stt != BF_OK) fail_msg("%s, BN: %s", k->what, err.msg);

@@ -22,11 +22,9 @@ void conv_packed_weights_match_reference(void **state)
     for (size_t i = 0; i < n_cases; i++) {
         prepared p = case_get(i);
         const conv_case *k = p.k;
-        int64_t od[4] = {k->n, k->m, p.oh, p.ow};
-        case_attrs ca;
-        case_attrs_of(k, &ca);
-        const bf_tensor *in[3] = {&p.x, &p.wt, k->bias ? &p.b : NULL};
-        bf_tensor r = th_tensor_rand(15, 4, od);
+        case_run cr;
+        case_run_of(&p, &cr);
+        bf_tensor r = th_tensor_rand(15, 4, cr.od);
         float *want = malloc(sizeof(float) * (size_t)p.numel + 1);
         assert_non_null(want);
         for (int l = 0; l < 3; l++)
@@ -46,7 +44,7 @@ void conv_packed_weights_match_reference(void **state)
                 int took = 0;
                 if (levels[l]) setenv("BITFLIP_SIMD", levels[l], 1);
                 else unsetenv("BITFLIP_SIMD");
-                bf_status stt = th_run_conv_wpk(ca.a, 5, in, k->bias ? 3 : 2, &out, act, rv, form == 2, &took, &err);
+                bf_status stt = th_run_conv_wpk(cr.ca.a, 5, cr.in, cr.nin, &out, act, rv, form == 2, &took, &err);
                 unsetenv("BITFLIP_SIMD");
                 if (stt != BF_OK) fail_msg("%s, W packed once: %s", k->what, err.msg);
                 /* the bcast kernel's copy refuses a W with an Inf (linalg_conv_bcast.c,

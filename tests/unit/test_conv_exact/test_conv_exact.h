@@ -52,6 +52,15 @@ typedef struct case_attrs {
     bf__attr a[5];
 } case_attrs;
 void case_attrs_of(const conv_case *k, case_attrs *ca);
+/* What a case's runs take: its attributes, its inputs (pointing into *p:
+ * fill it where p stays), their count and the output's dims. */
+typedef struct case_run {
+    case_attrs ca;
+    const bf_tensor *in[3];
+    int nin;
+    int64_t od[4];
+} case_run;
+void case_run_of(const prepared *p, case_run *cr);
 
 extern const conv_case cases[];
 extern const size_t n_cases;

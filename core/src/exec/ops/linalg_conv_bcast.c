@@ -453,10 +453,11 @@ static void bc_plan_call(const bcast_job *j, int64_t chb, int8_t *rowcls, bc_sch
     }
 }
 
-/* the blocks of tile [t0, t1): a position's class its row's, else its
+/* the blocks of tile [t0, t1): a position's class that of its row's and
+ * column's classes together (bc_plan_call's corner), its row's, or its
  * column's; with one class, today's blocks (BC_NP consecutive positions).
- * The tile's positions go by runs of one class (a row's, or a run of its
- * columns), each run's positions then written in order. */
+ * The tile's positions go by runs of one class (a row's run of columns of
+ * one class), each run's positions then written in order. */
 static void bc_plan_tile(const bcast_job *j, int64_t t0, int64_t t1, bc_sched *sc)
 {
     int64_t n = t1 - t0;
@@ -499,7 +500,9 @@ static void bc_plan_tile(const bcast_job *j, int64_t t0, int64_t t1, bc_sched *s
     sc->at[sc->nb] = pos;
 }
 
-/* each class's k ranges in the chunk of channel blocks [cb0, cb1) */
+/* each class's k ranges in the segment of channel blocks [cb0, cb1) (a
+ * chunk, or its part before or after a checkpoint: bc_run), kept while the
+ * next segment starts where this one did (the next tile's or row block's) */
 static void bc_plan_chunk(const bcast_job *j, int64_t cb0, int64_t cb1, bc_sched *sc)
 {
     if (sc->cb0 == cb0) return;
