@@ -26,11 +26,11 @@ static inline void tdx_open(tdx_worker *w, bf_evaluator *ev, bf_evaluator *ref, 
         fail_msg("%s", err.msg);
 }
 
-/* The same as a campaign's golden pass makes it (bf__dx_shared_golden,
+/* The shared state as a campaign's golden pass makes it (bf__dx_shared_golden,
  * then bf__dx_shared_finish), the cache's blocks written with `pages`
  * beside BF__WRITE_ONCE (BF__WRITE_HUGE or 0: the campaign's choice from
  * the host's measured pages) */
-static inline void tdx_open_pages(tdx_worker *w, bf_evaluator *ev, bf_evaluator *ref, int64_t budget, unsigned pages)
+static inline void tdx_open_shared(tdx_worker *w, bf_evaluator *ev, bf_evaluator *ref, int64_t budget, unsigned pages)
 {
     *w = (tdx_worker){.ev = ev, .ref = ref};
     bf_eval_result r;
@@ -40,10 +40,19 @@ static inline void tdx_open_pages(tdx_worker *w, bf_evaluator *ev, bf_evaluator 
     assert_non_null(w->golden);
     if (bf__dx_shared_golden(&w->ev, 1, r.samples, r.out_cols, budget, NULL, NULL, w->golden, pages, &w->sh, &err) !=
             BF_OK ||
-        bf__dx_shared_finish(w->sh, w->ev, w->golden, &err) != BF_OK || bf__dx_create(w->sh, w->ev, &w->dx, &err) != BF_OK)
+        bf__dx_shared_finish(w->sh, w->ev, w->golden, &err) != BF_OK)
         fail_msg("%s", err.msg);
     /* the pass's outputs are the reference evaluator's */
     assert_memory_equal(w->golden, r.outputs, (size_t)(r.samples * r.out_cols) * sizeof(float));
+}
+
+/* tdx_open_shared, then the worker (tdx_open_shared alone: the shared state
+ * without it, w->dx NULL) */
+static inline void tdx_open_pages(tdx_worker *w, bf_evaluator *ev, bf_evaluator *ref, int64_t budget, unsigned pages)
+{
+    tdx_open_shared(w, ev, ref, budget, pages);
+    bf_error err = {0};
+    if (bf__dx_create(w->sh, w->ev, &w->dx, &err) != BF_OK) fail_msg("%s", err.msg);
 }
 
 static inline void tdx_close(tdx_worker *w)

@@ -302,6 +302,62 @@ static void worker_places_follow_cache_pages(void **state)
         if (at[0][k] != at[1][k]) fail_msg("%s placed at %td, at %td with 2 MiB pages", names[k], at[0][k], at[1][k]);
 }
 
+/* The worker lays its places in the golden pass's pools (gcache.c,
+ * pool_values; diffarena.c): after the pass each of its plans (the full
+ * batch's, the partial batch's) has a pool with room for the plan's whole
+ * arena, holding what the pass wrote there; the worker takes both, and its
+ * places' bytes are then the pool's as the pass left them (release builds)
+ * or NaN in every byte (the sanitizer builds' poison, so that a trial
+ * reading a place it did not write shows in their records). A pool no
+ * worker takes goes with bf__dx_shared_drop_pools. At budget 1, so that
+ * the cache keeps none of a..d and the pass writes them in its pools (a
+ * cache holding every value leaves the pass no pool). */
+static void worker_places_in_pass_pools(void **state)
+{
+    const fixture *f = *state;
+    tdx_worker w;
+    tdx_open_shared(&w, evaluator(f), evaluator(f), 1, 0);
+    const bf__gcache *gc = bf__dx_shared_cache(w.sh);
+    unsigned char *seen[2];
+    for (int t = 0; t < 2; t++) {
+        const bf_plan *p = bf__evaluator_plan(w.ev, t);
+        size_t bytes = 0;
+        const unsigned char *pool = bf__gpools_peek(bf__gcache_pools(gc), p, &bytes);
+        if (!pool) fail_msg("plan %d: no pool after the pass", t);
+        assert_true(bytes >= bf_plan_arena_bytes(p) + 64);
+        assert_non_null(seen[t] = malloc(bytes));
+        memcpy(seen[t], pool, bytes);
+        int written = 0;
+        for (size_t i = 0; i < bytes; i++) written |= seen[t][i] != 0;
+        if (!written) fail_msg("plan %d: the pass wrote nothing in its pool", t);
+    }
+    bf_error err = {0};
+    if (bf__dx_create(w.sh, w.ev, &w.dx, &err) != BF_OK) fail_msg("%s", err.msg);
+    for (int t = 0; t < 2; t++) {
+        size_t bytes = 0;
+        if (bf__gpools_peek(bf__gcache_pools(gc), bf__evaluator_plan(w.ev, t), &bytes)) fail_msg("plan %d: its pool left untaken", t);
+        const unsigned char *lt = w.dx->lt_mem[t];
+        assert_non_null(lt);
+        size_t n = w.dx->lt_bytes[t] + 64;
+#ifdef NDEBUG
+        if (memcmp(lt, seen[t], n) != 0) fail_msg("plan %d: its places are not the pass's pool", t);
+#else
+        for (size_t i = 0; i < n; i++)
+            if (lt[i] != 0xff) fail_msg("plan %d: byte %zu of its places not poisoned", t, i);
+#endif
+        free(seen[t]);
+    }
+    tdx_close(&w);
+    /* no worker: the pools go when the runner says */
+    tdx_open_shared(&w, evaluator(f), evaluator(f), 1, 0);
+    gc = bf__dx_shared_cache(w.sh);
+    size_t bytes = 0;
+    assert_non_null(bf__gpools_peek(bf__gcache_pools(gc), bf__evaluator_plan(w.ev, 0), &bytes));
+    bf__dx_shared_drop_pools(w.sh);
+    for (int t = 0; t < 2; t++) assert_null(bf__gpools_peek(bf__gcache_pools(gc), bf__evaluator_plan(w.ev, t), &bytes));
+    tdx_close(&w);
+}
+
 /* A budget short of every value keeps the cuts (d and y, by hand above),
  * not the smallest values in value order (a), and the worker's places keep
  * apart what the lives with d held say is alive at once */
@@ -346,6 +402,7 @@ int main(void)
         cmocka_unit_test(layout_and_planted_overlap),
         cmocka_unit_test(worker_places),
         cmocka_unit_test(worker_places_follow_cache_pages),
+        cmocka_unit_test(worker_places_in_pass_pools),
         cmocka_unit_test(cache_keeps_cuts),
         cmocka_unit_test(records_match_exact),
     };

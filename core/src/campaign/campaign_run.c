@@ -487,6 +487,7 @@ static bf_status setup_differential(runner *rn, int threads, int64_t budget, bf_
         if (rn->opts->no_full_pass) bf__dx_no_full_pass(rn->ws[i].dx);
         if (rn->opts->near_exact) bf__dx_near_exact(rn->ws[i].dx);
     }
+    bf__dx_shared_drop_pools(rn->dxs);   /* the golden pass's pools no worker's places took */
     acc->setup.executors = now_s() - t2;
     return BF_OK;
 }

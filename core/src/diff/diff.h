@@ -3,7 +3,8 @@
  * flip-and-rerun).
  *
  * gcache.c   the golden-activation cache: every run-time value of every
- *            batch of the golden pass, within a byte budget.
+ *            batch of the golden pass, within a byte budget; gpool.c the
+ *            pass's pools, kept for the workers' places.
  * diffshared.c what every worker shares: the cache, use lists, embedding
  *            row -> batch index, exact Gemm block shapes.
  * diffexec.c a worker's executor: for one trial, the batches its faults can
@@ -103,6 +104,28 @@ double bf__dx_step_work(const bf_plan *p, size_t i, int *product);
 /* --- the golden cache (gcache.c) --------------------------------------- */
 
 typedef struct bf__gcache bf__gcache;
+
+/* The golden pass's pools (gpool.c): per plan of the pass, the places of
+ * the values the cache does not keep, which a differential worker of the
+ * same plan then takes for its own places (diffarena.c): the pages the pass
+ * wrote are mapped already, where fresh ones cost the guest's zeroing and
+ * this host's first touch (docs/perf/trials/resnet18.md, h38-pool).
+ * bf__gpool_reserve: `bytes` for the pass with room for plan p's whole
+ * arena where the address space allows (only written pages are mapped),
+ * else `bytes` alone; *room the block's bytes; NULL: no memory. Not
+ * zeroed. bf__gpools_put keeps mem for plan p (1; 0: no slot left, the
+ * caller keeps it); bf__gpools_take hands it over once (NULL: none left
+ * for p), bf__gpools_peek shows it without taking it; bf__gpools_drop
+ * frees those nobody took (the campaign's runner, once its workers are
+ * made). Not thread-safe: workers are made one at a time. */
+typedef struct bf__gpools bf__gpools;
+void *bf__gpool_reserve(const bf_plan *p, size_t bytes, size_t *room);
+bf__gpools *bf__gpools_new(int n);
+int bf__gpools_put(bf__gpools *g, const bf_plan *p, void *mem, size_t bytes);
+void *bf__gpools_take(bf__gpools *g, const bf_plan *p, size_t *bytes);
+const void *bf__gpools_peek(const bf__gpools *g, const bf_plan *p, size_t *bytes);
+void bf__gpools_drop(bf__gpools *g);
+void bf__gpools_free(bf__gpools *g);
 
 /* The partial-sum resume's checkpoints (diffpsum.c; docs/ENGINE.md, step 4,
  * "The partial-sum resume"). bf__psum_choose: the Convs of plan p whose
@@ -231,6 +254,9 @@ int64_t bf__gcache_pairs(const bf__gcache *gc);
  * pages are cheap and its 4 KiB ones dear, else 0): the host's choice,
  * which the workers' own arenas follow (diffarena.c) */
 unsigned bf__gcache_pages(const bf__gcache *gc);
+/* The golden pass's pools, kept past it for the workers' places (gpool.c);
+ * NULL: none (the pass kept every value, or no memory to list them). */
+bf__gpools *bf__gcache_pools(const bf__gcache *gc);
 
 /* --- the executor (diffworker.c, diffexec.c, diffstep.c) ---------------- */
 
@@ -353,6 +379,8 @@ void bf__dx_chain_counts(const bf__dx *dx, int64_t *trials, int64_t *exact, int6
 const double *bf__dx_work(const bf__dx *dx);
 /* The shared state's golden cache (for its per-step times). */
 const bf__gcache *bf__dx_shared_cache(const bf__dx_shared *sh);
+/* bf__gpools_drop of sh's cache's pools: once the workers are made */
+void bf__dx_shared_drop_pools(bf__dx_shared *sh);
 /* What a fault in parameter `param` can cost a trial, as a share of the
  * pass: the counted work (step_cost) of the steps from the first one that
  * reads it to the end. An upper bound, for ordering trials by expected

@@ -168,7 +168,12 @@ static bf_status arena_plan(bf__dx *dx, int t, bf_error *err)
     const bf__dx_shared *sh = dx->sh;
     const bf_model *m = sh->m;
     bf_plan *p = dx->plan[t];
-    if (!p || p->fuse || p->unbatched || p->tab.pwdw || !p->arena) return BF_OK;
+    size_t pool_bytes = 0;
+    void *pool = bf__gpools_take(bf__gcache_pools(sh->gc), p, &pool_bytes);
+    if (!p || p->fuse || p->unbatched || p->tab.pwdw || !p->arena) {
+        bf__free(pool);
+        return BF_OK;
+    }
     size_t n = m->n_values;
     int *first = bf__malloc((n + 1) * sizeof *first), *last = bf__malloc((n + 1) * sizeof *last);
     size_t *bytes = bf__calloc(n + 1, sizeof *bytes), *off = bf__calloc(n + 1, sizeof *off), total = 0;
@@ -192,14 +197,33 @@ static bf_status arena_plan(bf__dx *dx, int t, bf_error *err)
     else if (bad)
         st = bf_error_set(err, BF_EUNSUPPORTED, "internal error: a worker's arena places values %d and %d, alive at once, "
                           "in the same bytes", va, vb);
-    if (st == BF_OK && !(dx->lt_mem[t] = bf__calloc(1, total + 64))) st = bf__dx_oom(err);
+    /* the golden pass's pool where it has the room: the pages it wrote
+     * are mapped already, where a fresh page costs this host's first touch
+     * and the guest's zeroing (resnet18's layer1 trial wrote ~150 MB of
+     * places, docs/perf/trials/resnet18.md, h38-pool); not zeroed, the
+     * pass's values in it: a trial writes a place before it reads it, as
+     * it does a place an earlier value of the trial held */
+    if (st == BF_OK && pool && pool_bytes >= total + 64) {
+        /* the room past the places given back (a mapping's tail: cut in
+         * place, nothing moved), not held against RLIMIT_AS for the run */
+        void *cut = pool_bytes > total + 64 ? bf__realloc(pool, total + 64) : pool;
+        dx->lt_mem[t] = cut ? cut : pool;
+        pool = NULL;
+    }
+    bf__free(pool);
+    if (st == BF_OK && !dx->lt_mem[t] && !(dx->lt_mem[t] = bf__calloc(1, total + 64))) st = bf__dx_oom(err);
+#ifndef NDEBUG
+    /* NaN in every place before any trial: a read of a place no trial
+     * step wrote shows in the sanitizer builds' records */
+    if (st == BF_OK) memset(dx->lt_mem[t], 0xff, total + 64);
+#endif
     if (st == BF_OK) {
-        /* zeroed as the plan's arena is: a fresh mapping, a page faulted in
-         * when first written; in 2 MiB pages where the golden cache's are
-         * (the host's measurement, bf__gcache_pages): a trial writes these
-         * places again and again, and the first trials' first touch of
-         * them in 4 KiB pages was resnet18's 37,000 worker page faults, 145
-         * MiB at this host's 0.4 GB/s (docs/perf/trials/resnet18.md, h35-arena) */
+        /* the pages not yet written faulted in when first written; in 2
+         * MiB pages where the golden cache's are (the host's measurement,
+         * bf__gcache_pages): a trial writes these places again and again,
+         * and the first trials' first touch of them in 4 KiB pages was
+         * resnet18's 37,000 worker page faults, 145 MiB at this host's 0.4
+         * GB/s (docs/perf/trials/resnet18.md, h35-arena) */
         dx->lt_pages[t] = bf__gcache_pages(sh->gc) & BF__WRITE_HUGE;
         if (dx->lt_pages[t]) bf__pages_written(dx->lt_mem[t], total + 64, dx->lt_pages[t]);
         char *base = (char *)(((uintptr_t)dx->lt_mem[t] + 63) & ~(uintptr_t)63);

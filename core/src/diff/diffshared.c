@@ -680,6 +680,7 @@ out:
 }
 
 const bf__gcache *bf__dx_shared_cache(const bf__dx_shared *sh) { return sh->gc; }
+void bf__dx_shared_drop_pools(bf__dx_shared *sh) { bf__gpools_drop(bf__gcache_pools(sh->gc)); }
 
 double bf__dx_param_reach(const bf__dx_shared *sh, size_t param)
 {

@@ -71,6 +71,7 @@ struct bf__gcache {
     size_t n_steps;
     int64_t n_pairs;          /* 1x1 -> depthwise pairs the pass ran together (pass_pairs) */
     unsigned pages;           /* the stored blocks' pages beside BF__WRITE_ONCE (bf__gcache_build) */
+    bf__gpools *pools;        /* the pass's pools, kept for the workers' places (gpool.c) */
 };
 
 void bf__gcache_free(bf__gcache *gc)
@@ -90,6 +91,7 @@ void bf__gcache_free(bf__gcache *gc)
     bf__free(gc->blk);
     bf__free(gc->full);
     bf__free(gc->step_s);
+    bf__gpools_free(gc->pools);
     bf__free(gc);
 }
 
@@ -196,6 +198,7 @@ typedef struct filler {
     double *step_s;           /* n_steps: this thread's sums */
     void **home[2];           /* per value: the plan's own buffer, given back at the end */
     void *pool[2];            /* per plan: the places of the values the cache does not keep */
+    size_t pool_bytes[2];     /* their memory's bytes (room for the plan's arena: pool_values) */
     int own_pairs[2];         /* per plan: its pwdw set by pass_pairs, taken off after the pass */
     float *pair_buf;          /* the pairs' block of channels (NULL: the pass runs no pair) */
     size_t pair_floats;
@@ -414,12 +417,14 @@ static void *fill_main(void *arg)
 /* The values of plan p that the pass writes and the cache does not keep
  * (graph inputs too), each pointed at its place in one pool shared by
  * lifetime; *pool: the pool (NULL when there are none). */
-static bf_status pool_values(const bf__gcache *gc, const bf__pvals *pv, bf_plan *p, void **pool, bf_error *err)
+static bf_status pool_values(const bf__gcache *gc, const bf__pvals *pv, bf_plan *p, void **pool, size_t *pool_bytes,
+                             bf_error *err)
 {
     const bf_model *m = p->model;
     size_t total = 0, *off = NULL;
     unsigned char *keep = bf__calloc(m->n_values + 1, 1);
     *pool = NULL;
+    *pool_bytes = 0;
     if (!keep) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden pass");
     int any = 0;
     for (size_t v = 0; v < m->n_values; v++) {
@@ -428,8 +433,9 @@ static bf_status pool_values(const bf__gcache *gc, const bf__pvals *pv, bf_plan 
     }
     bf_status st = any ? bf__plan_share_offsets(p, keep, &total, &off, err) : BF_OK;
     if (st == BF_OK && any) {
-        /* not zeroed: every place is written before it is read, as in the plan */
-        *pool = bf__aligned_alloc(total + 64);
+        /* not zeroed: every place is written before it is read, as in the
+         * plan; with room for a worker's places after the pass (gpool.c) */
+        *pool = bf__gpool_reserve(p, total + 64, pool_bytes);
         /* written again by every batch, as a shared plan arena is
          * (plan_build.c, allocate_arena; not the cache's slots, written once) */
         if (*pool) bf__pages_written(*pool, total + 64, BF__WRITE_AGAIN);
@@ -705,7 +711,7 @@ static bf_status make_fillers(bf__gcache *gc, filler *fs, int n_plans, const fil
             size_t floats = 0;
             if (p) st = pass_pairs(gc, p, &fs[k].own_pairs[t], &floats, err);
             if (floats > fs[k].pair_floats) fs[k].pair_floats = floats;
-            if (p && st == BF_OK) st = pool_values(gc, proto->pv, p, &fs[k].pool[t], err);
+            if (p && st == BF_OK) st = pool_values(gc, proto->pv, p, &fs[k].pool[t], &fs[k].pool_bytes[t], err);
         }
         size_t pb = fs[k].pair_floats * sizeof(float) + 64;
         if (st == BF_OK && fs[k].pair_floats && !(fs[k].pair_buf = bf__aligned_alloc(pb)))
@@ -794,6 +800,12 @@ bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_pla
                     .failed = &failed, .bad_batch = -1};
     if ((st = make_fillers(gc, fs, n_plans, &proto, full, rest, err)) != BF_OK) goto out;
     if ((st = run_fillers(gc, fs, n_plans, err)) != BF_OK) goto out;
+    /* the pools outlive the pass for the workers' places (gpool.c) */
+    if ((gc->pools = bf__gpools_new(2 * n_plans)))
+        for (int k = 0; k < n_plans; k++)
+            for (int t = 0; t < 2; t++)
+                if (bf__gpools_put(gc->pools, t ? fs[k].rest : fs[k].full, fs[k].pool[t], fs[k].pool_bytes[t]))
+                    fs[k].pool[t] = NULL;
     *out = gc;
     gc = NULL;
 out:
@@ -859,3 +871,5 @@ const double *bf__gcache_step_seconds(const bf__gcache *gc) { return gc->step_s;
 int64_t bf__gcache_batches(const bf__gcache *gc) { return gc->n_batches; }
 int64_t bf__gcache_pairs(const bf__gcache *gc) { return gc->n_pairs; }
 unsigned bf__gcache_pages(const bf__gcache *gc) { return gc->pages; }
+
+bf__gpools *bf__gcache_pools(const bf__gcache *gc) { return gc->pools; }
