@@ -31,7 +31,9 @@ bf__wpack *bf__wpack_create(void);
 void bf__wpack_free(bf__wpack *w);
 /* The copy of `src` keyed by `tag` (the layout: transposed, shape), of
  * `floats` floats, made by fill(ctx, out) the first time it is asked for;
- * NULL when fill returns 0 (nothing to pack on this CPU) or no memory. */
+ * NULL when fill returns 0 (nothing to pack: this CPU's kernel packs per
+ * call, or the kernel refuses these weights, as the Conv kernel does a W
+ * with an Inf or NaN) or no memory. */
 const float *bf__wpack_get(bf__wpack *w, const void *src, uint64_t tag, size_t floats,
                            int (*fill)(const void *ctx, float *out), const void *ctx);
 /* Bytes held in copies. */

@@ -185,7 +185,9 @@ void bf__conv_planes(const bf__conv_params *cp, const float *a, int64_t m, float
  * bf__conv_bcast_pack's copy: NULL, none) holds them packed already;
  * bias: mg floats; act->res laid out as y. bf__conv_bcast_pack: all of W
  * (m x kc floats, bf__conv_bcast_pack_floats; 0 where the step does not
- * take this kernel) in that layout, 0 if not taken (no AVX-512). */
+ * take this kernel) in that layout, 0 if not taken: no AVX-512, or a W
+ * holding an Inf or NaN, which its calls pack a chunk at a time, every
+ * padding tap computed (0 * Inf is NaN: bc_sched leaves none out). */
 int bf__conv_bcast_ok(const bf__conv_params *cp);
 int bf__conv_bcast_want(const bf__conv_params *cp);
 int64_t bf__conv_bcast_images(const bf__conv_params *cp);   /* images a call (planes of that many) */
