@@ -197,8 +197,6 @@ typedef struct filler {
     atomic_int *failed;
     double *step_s;           /* n_steps: this thread's sums */
     void **home[2];           /* per value: the plan's own buffer, given back at the end */
-    void *pool[2];            /* per plan: the places of the values the cache does not keep */
-    size_t pool_bytes[2];     /* their memory's bytes (room for the plan's arena: pool_values) */
     int own_pairs[2];         /* per plan: its pwdw set by pass_pairs, taken off after the pass */
     float *pair_buf;          /* the pairs' block of channels (NULL: the pass runs no pair) */
     size_t pair_floats;
@@ -416,15 +414,14 @@ static void *fill_main(void *arg)
 
 /* The values of plan p that the pass writes and the cache does not keep
  * (graph inputs too), each pointed at its place in one pool shared by
- * lifetime; *pool: the pool (NULL when there are none). */
-static bf_status pool_values(const bf__gcache *gc, const bf__pvals *pv, bf_plan *p, void **pool, size_t *pool_bytes,
-                             bf_error *err)
+ * lifetime, the pool kept in gc->pools for p (none when there are no such
+ * values): past the pass, for the workers' places (gpool.c) */
+static bf_status pool_values(bf__gcache *gc, const bf__pvals *pv, bf_plan *p, bf_error *err)
 {
     const bf_model *m = p->model;
-    size_t total = 0, *off = NULL;
+    size_t total = 0, *off = NULL, room = 0;
     unsigned char *keep = bf__calloc(m->n_values + 1, 1);
-    *pool = NULL;
-    *pool_bytes = 0;
+    void *pool = NULL;
     if (!keep) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden pass");
     int any = 0;
     for (size_t v = 0; v < m->n_values; v++) {
@@ -434,15 +431,18 @@ static bf_status pool_values(const bf__gcache *gc, const bf__pvals *pv, bf_plan 
     bf_status st = any ? bf__plan_share_offsets(p, keep, &total, &off, err) : BF_OK;
     if (st == BF_OK && any) {
         /* not zeroed: every place is written before it is read, as in the
-         * plan; with room for a worker's places after the pass (gpool.c) */
-        *pool = bf__gpool_reserve(p, total + 64, pool_bytes);
+         * plan; with room for a worker's places after the pass */
+        pool = bf__gpool_reserve(p, total + 64, &room);
         /* written again by every batch, as a shared plan arena is
          * (plan_build.c, allocate_arena; not the cache's slots, written once) */
-        if (*pool) bf__pages_written(*pool, total + 64, BF__WRITE_AGAIN);
-        else st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden pass");
+        if (pool) bf__pages_written(pool, total + 64, BF__WRITE_AGAIN);
+        if (!pool || !bf__gpools_put(gc->pools, p, pool, room)) {
+            bf__free(pool);
+            st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden pass");
+        }
     }
     for (size_t v = 0; st == BF_OK && any && v < m->n_values; v++)
-        if (keep[v] || m->values[v].kind == BF__VAL_INPUT) p->vals[v].data = (char *)*pool + off[v];
+        if (keep[v] || m->values[v].kind == BF__VAL_INPUT) p->vals[v].data = (char *)pool + off[v];
     bf__free(off);
     bf__free(keep);
     return st;
@@ -711,7 +711,7 @@ static bf_status make_fillers(bf__gcache *gc, filler *fs, int n_plans, const fil
             size_t floats = 0;
             if (p) st = pass_pairs(gc, p, &fs[k].own_pairs[t], &floats, err);
             if (floats > fs[k].pair_floats) fs[k].pair_floats = floats;
-            if (p && st == BF_OK) st = pool_values(gc, proto->pv, p, &fs[k].pool[t], &fs[k].pool_bytes[t], err);
+            if (p && st == BF_OK) st = pool_values(gc, proto->pv, p, err);
         }
         size_t pb = fs[k].pair_floats * sizeof(float) + 64;
         if (st == BF_OK && fs[k].pair_floats && !(fs[k].pair_buf = bf__aligned_alloc(pb)))
@@ -798,14 +798,13 @@ bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_pla
     (void)bf__psum_alloc(ps, bound > gc->served ? bound - gc->served : 0, gc->pages);
     filler proto = {.gc = gc, .pv = pv, .ps = ps, .feeds = feeds, .golden = golden, .golden_out = golden_out, .next = &next,
                     .failed = &failed, .bad_batch = -1};
+    /* a pool a plan (pool_values), outliving the pass for the workers' places */
+    if (!(gc->pools = bf__gpools_new(2 * n_plans))) {
+        st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden pass");
+        goto out;
+    }
     if ((st = make_fillers(gc, fs, n_plans, &proto, full, rest, err)) != BF_OK) goto out;
     if ((st = run_fillers(gc, fs, n_plans, err)) != BF_OK) goto out;
-    /* the pools outlive the pass for the workers' places (gpool.c) */
-    if ((gc->pools = bf__gpools_new(2 * n_plans)))
-        for (int k = 0; k < n_plans; k++)
-            for (int t = 0; t < 2; t++)
-                if (bf__gpools_put(gc->pools, t ? fs[k].rest : fs[k].full, fs[k].pool[t], fs[k].pool_bytes[t]))
-                    fs[k].pool[t] = NULL;
     *out = gc;
     gc = NULL;
 out:
@@ -813,8 +812,6 @@ out:
         bf__free(fs[k].step_s);
         bf__free(fs[k].home[0]);
         bf__free(fs[k].home[1]);
-        bf__free(fs[k].pool[0]);
-        bf__free(fs[k].pool[1]);
         bf__free(fs[k].pair_buf);
         for (int t = 0; t < 2; t++) {   /* the plans pair no more (pass_pairs) */
             bf_plan *p = t ? fs[k].rest : fs[k].full;
