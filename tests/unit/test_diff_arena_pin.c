@@ -41,7 +41,9 @@
  * and no trial but a fault in the bias runs their steps again; a refused
  * allocation while a worker is made fails cleanly. The limit the campaign
  * holds such values within (twice the weights' bytes, each at least two
- * pages) is what leaves b1 and b2 unheld here: no lowered limit needed. */
+ * pages) is what leaves b1 and b2 unheld here: no lowered limit needed.
+ * (4) The Convs' own outputs, which their fused Relu epilogue computes
+ * through, are laid out above every other shared place (diffarena.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -282,6 +284,49 @@ static void left_values_computed_once(void **state)
     tdx_close(&w);
 }
 
+/* The values a fused Conv computes through (y1 and y2: each Conv's own
+ * output, its Relu in the epilogue) are laid out above every other shared
+ * place, at both budgets (diffarena.c, lay_out): on resnet18 a trial's
+ * fused Conv never writes them, so the places trials write lie together
+ * at the bottom, where the golden pass's pool has its pages mapped. (This
+ * graph's trials take other paths too, a Conv's one changed channel among
+ * them, which write y1 and y2: only their pages, not the records, depend
+ * on it; records_match_exact below holds with this layout.) Laid out with
+ * the rest, first fit by first moment, y1 sat at the bottom. */
+static void fused_outputs_placed_above(void **state)
+{
+    const fixture *f = *state;
+    const bf_model *m = f->l.m;
+    for (int tiny = 0; tiny < 2; tiny++) {
+        tdx_worker w = worker(m, f->l.ds, tiny);
+        const bf__dx *dx = w.dx;
+        const bf_plan *p = dx->plan[0];
+        int64_t y1 = bf_model_find_value(m, "y1"), y2 = bf_model_find_value(m, "y2");
+        int64_t a1 = bf_model_find_value(m, "a1"), a2 = bf_model_find_value(m, "a2");
+        assert_true(y1 >= 0 && y2 >= 0 && a1 >= 0 && a2 >= 0);
+        assert_int_equal(p->fuse_to[p->val_step[y1]], p->val_step[a1]);
+        assert_int_equal(p->fuse_to[p->val_step[y2]], p->val_step[a2]);
+        const char *lo_end = NULL, *hi_start = NULL;
+        int n_lo = 0;
+        for (size_t v = 0; v < m->n_values; v++) {
+            if (!bf__runtime(p, (int)v) || dx->lt_tab[0][v] == dx->own_tab[0][v]) continue;   /* not a shared place */
+            const char *at = dx->lt_tab[0][v];
+            if ((int64_t)v == y1 || (int64_t)v == y2) {
+                if (!hi_start || at < hi_start) hi_start = at;
+            } else {
+                n_lo++;
+                if (!lo_end || at + bf_tensor_nbytes(&p->vals[v]) > lo_end) lo_end = at + bf_tensor_nbytes(&p->vals[v]);
+            }
+        }
+        assert_true(n_lo >= 4);   /* a1, a2, p, f at least */
+        assert_non_null(hi_start);
+        if (hi_start < lo_end)
+            fail_msg("budget %d: a fused Conv's output placed %td bytes below the end of the other places", tiny,
+                     lo_end - hi_start);
+        tdx_close(&w);
+    }
+}
+
 /* weight faults (one and two bits) in the Convs' weights, the bias both
  * read through the Identities, and fc: every record the exact engine's,
  * differential on 1 and 2 threads, every value cached and none, at both
@@ -309,6 +354,7 @@ int main(void)
         cmocka_unit_test(left_values_keep_their_slots),
         cmocka_unit_test(held_values_read_from_the_copy),
         cmocka_unit_test(left_values_computed_once),
+        cmocka_unit_test(fused_outputs_placed_above),
         cmocka_unit_test(records_match_exact),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -160,6 +160,46 @@ static void pin_param_only(const bf__pvals *pv, size_t n_values, unsigned char *
         if (bf__pvals_data(pv, (int)v)) place[v] = 0;
 }
 
+/* The places of the values a fused Conv computes through (its own output
+ * and the Add's or BatchNorm's before the activation: fuse_to, fuse_mid)
+ * laid out above all the others, apart: a trial's fused epilogue writes
+ * none of them (diffstep.c), so their pages are never touched, and the
+ * places that are written lie together at the bottom, which the golden
+ * pass's pool has mapped already. Laid out with the rest, resnet18's layer1
+ * trial wrote places up to 257 MB up (layer2's values among layer1's
+ * unwritten Conv outputs), 79 MB of them past the pool's 88. The lives are
+ * the same either way: only addresses move. */
+static bf_status lay_out(const bf_plan *p, size_t n, const unsigned char *place, const size_t *bytes, const int *first,
+                         const int *last, size_t *off, size_t *total, bf_error *err)
+{
+    unsigned char *mid = bf__calloc(n + 1, 1), *lo = bf__calloc(n + 1, 1);
+    if (!mid || !lo) {
+        bf__free(mid), bf__free(lo);
+        return bf__dx_oom(err);
+    }
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const bf__step *s = &p->steps[i];
+        int conv = p->fuse_to && p->fuse_to[i] > (int)i;
+        if (!conv && !(p->fuse_mid && p->fuse_mid[i])) continue;
+        for (int j = 0; j < s->n_out; j++)
+            if (s->node->out[j] >= 0) mid[s->node->out[j]] = 1;
+    }
+    for (size_t v = 0; v < n; v++) {
+        lo[v] = place[v] && !mid[v];
+        mid[v] = place[v] && mid[v];
+    }
+    size_t below = 0, above = 0;
+    bf_status st = bf__plan_first_fit(n, lo, bytes, first, last, off, &below, err);
+    size_t *up = st == BF_OK ? bf__calloc(n + 1, sizeof *up) : NULL;
+    if (st == BF_OK && !up) st = bf__dx_oom(err);
+    if (st == BF_OK) st = bf__plan_first_fit(n, mid, bytes, first, last, up, &above, err);
+    for (size_t v = 0; st == BF_OK && v < n; v++)
+        if (mid[v]) off[v] = below + up[v];
+    if (st == BF_OK) *total = below + above;
+    bf__free(mid), bf__free(lo), bf__free(up);
+    return st;
+}
+
 /* Plan t's shared places: lives, layout, the check; NULL tables when the
  * plan keeps its own (a plan that fuses or runs one sample: shared by
  * lifetime already, plan_build.c). */
@@ -191,7 +231,7 @@ static bf_status arena_plan(bf__dx *dx, int t, bf_error *err)
     }
     if (st == BF_OK) pin_param_only(sh->pv, n, place);
     for (size_t v = 0; st == BF_OK && v < n; v++) bytes[v] = place[v] ? bf_tensor_nbytes(&p->vals[v]) : 0;
-    if (st == BF_OK) st = bf__plan_first_fit(n, place, bytes, first, last, off, &total, err);
+    if (st == BF_OK) st = lay_out(p, n, place, bytes, first, last, off, &total, err);
     int va = -1, vb = -1, bad = st == BF_OK ? bf__dx_slots_overlap(n, place, bytes, first, last, off, &va, &vb) : 0;
     if (bad < 0) st = bf__dx_oom(err);
     else if (bad)
