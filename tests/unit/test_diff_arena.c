@@ -24,7 +24,13 @@
  * - cache holds nothing (budget 1 byte; y, the golden outputs, aside):
  *   step 4 reading d runs step 3, which fetches c (step 2, then b: step 1,
  *   reading x) and a (step 0, reading x), all at moment 4: x [-1, 4],
- *   a [0, 4], b [1, 4], c [2, 4], d [3, 5], y [4, 5].
+ *   a [0, 4], b [1, 4], c [2, 4], d [3, 5], y [4, 5];
+ * - cache holds b, c and y (a and d left out): step 3 reading a runs step
+ *   0 (x to 3); step 4 reading d runs step 3, which reads c from the cache
+ *   (fetch reads a held value there even when the trial computed it and
+ *   found it golden: its place need not live to 4) and fetches a again
+ *   (step 0, x to 4): x [-1, 4], a [0, 4], b [1, 2], c [2, 3], d [3, 5],
+ *   y [4, 5]; before that rule c lived to 4.
  *
  * First fit of the held-all lives at batch 4 (every value 64 bytes, y 48
  * rounded to 64), by hand: x at 0, a at 64, b at 128, c at 0 (x dead
@@ -78,12 +84,13 @@
 
 static const char *const names[NV] = {"x", "a", "b", "c", "d", "y"};
 /* the hand-worked lives above, per name: held all, all but a, nothing,
- * the cuts d and y */
-static const int life[4][NV][2] = {
+ * the cuts d and y, b c and y */
+static const int life[5][NV][2] = {
     {{-1, 1}, {0, 3}, {1, 2}, {2, 3}, {3, 5}, {4, 5}},
     {{-1, 3}, {0, 3}, {1, 2}, {2, 3}, {3, 5}, {4, 5}},
     {{-1, 4}, {0, 4}, {1, 4}, {2, 4}, {3, 5}, {4, 5}},
     {{-1, 3}, {0, 3}, {1, 3}, {2, 3}, {3, 5}, {4, 5}},
+    {{-1, 4}, {0, 4}, {1, 2}, {2, 3}, {3, 5}, {4, 5}},
 };
 #define CUTS_BUDGET 280   /* y (120 bytes) and d (160): the cuts */
 
@@ -170,9 +177,9 @@ static void lives_as_worked_by_hand(void **state)
     size_t n = f->l.m->n_values;
     int *first = calloc(n + 1, sizeof *first), *last = calloc(n + 1, sizeof *last);
     assert_non_null(first), assert_non_null(last);
-    static const unsigned char held[4][NV] = {
-        {0, 1, 1, 1, 1, 1}, {0, 0, 1, 1, 1, 1}, {0, 0, 0, 0, 0, 1}, {0, 0, 0, 0, 1, 1}};
-    for (int t = 0; t < 4; t++) lives_match(f, p, held[t], t, first, last);
+    static const unsigned char held[5][NV] = {
+        {0, 1, 1, 1, 1, 1}, {0, 0, 1, 1, 1, 1}, {0, 0, 0, 0, 0, 1}, {0, 0, 0, 0, 1, 1}, {0, 0, 1, 1, 0, 1}};
+    for (int t = 0; t < 5; t++) lives_match(f, p, held[t], t, first, last);
     free(first), free(last);
     bf_evaluator_free(ev);
 }
@@ -383,6 +390,37 @@ static void cache_keeps_cuts(void **state)
     tdx_close(&w);
 }
 
+/* fetch (diffexec.c) hands a reader a held value from the cache whether the
+ * trial left it unloaded or computed it into its place and found it golden
+ * (the lives above count on it: c's place is not kept for step 4's fetches
+ * of d), and a changed one from its place */
+static void fetch_reads_golden_from_cache(void **state)
+{
+    const fixture *f = *state;
+    tdx_worker w;
+    tdx_open(&w, evaluator(f), evaluator(f), BF_CACHE_BUDGET_DEFAULT);
+    bf__dx *dx = w.dx;
+    bf_plan *p = dx->plan[0];
+    int c = f->v[3];
+    const void *blk = bf__gcache_block(bf__dx_shared_cache(w.sh), c, 1);
+    void *place = dx->lt_tab[0][c];
+    assert_non_null(blk), assert_non_null(place);
+    assert_ptr_not_equal(blk, place);
+    static const int states[3] = {UNLOADED, GOLDEN, DIRTY};
+    for (int k = 0; k < 3; k++) {
+        memset(dx->state, 0, f->l.m->n_values * sizeof *dx->state);
+        dx->state[c] = (unsigned char)states[k];
+        p->vals[c].data = place;
+        bf_error err = {0};
+        if (bf__dx_fetch(dx, p, 1, c, &err) != BF_OK) fail_msg("%s", err.msg);
+        const void *want = states[k] == DIRTY ? place : blk;
+        if (p->vals[c].data != want)
+            fail_msg("c %s: read from %s", k == 0 ? "unloaded" : k == 1 ? "computed and golden" : "changed",
+                     p->vals[c].data == place ? "its place" : "the cache");
+    }
+    tdx_close(&w);
+}
+
 /* every record of uniform weight faults (w and W2) and of listed ones in
  * w, differential at the three budgets on 1 and 2 threads, the exact
  * engine's */
@@ -404,6 +442,7 @@ int main(void)
         cmocka_unit_test(worker_places_follow_cache_pages),
         cmocka_unit_test(worker_places_in_pass_pools),
         cmocka_unit_test(cache_keeps_cuts),
+        cmocka_unit_test(fetch_reads_golden_from_cache),
         cmocka_unit_test(records_match_exact),
     };
     return cmocka_run_group_tests(tests, setup, tc_group_close);

@@ -16,7 +16,9 @@
  *   its own step;
  * - fetch (diffexec.c) of a value the cache does not hold runs its
  *   producer when a reader needs it, on inputs fetched the same way: every
- *   output and input of those producers lives to that reader too;
+ *   output of those producers, and every input the cache does not hold,
+ *   lives to that reader too (a held one is read from the cache then, even
+ *   if the trial computed it and found it golden);
  * - the graph's outputs, and the inputs of the step computing output 0
  *   (diffout.c reads them after every batch), to the end of the batch.
  *
@@ -48,9 +50,12 @@ static void widen(int *first, int *last, int v, int lo, int hi)
 }
 
 /* fetch(x) at any moment in [lo, hi]: an uncached x's producer runs then,
- * writing each of its outputs and reading each of its inputs (a golden one
- * may sit in its own place, computed and found golden earlier), the
- * uncached ones fetched the same way */
+ * writing each of its outputs and reading each of its inputs, the uncached
+ * ones fetched the same way. A held input is read from the cache, even one
+ * the trial computed and found golden (diffexec.c, fetch), so its place
+ * lives no longer for it: resnet18's layer1.1.relu, held for the layer1
+ * trial, lived to layer3's first step so (every value between them is
+ * left out of the cache), 25.7 MB of written places kept apart. */
 static void fetch_closure(const unsigned char *held, const bf_plan *p, int x, int lo, int hi, int *first, int *last,
                           int *seen, int stamp)
 {
@@ -63,7 +68,7 @@ static void fetch_closure(const unsigned char *held, const bf_plan *p, int x, in
         if (st->node->out[j] >= 0) widen(first, last, st->node->out[j], lo, hi);
     for (int j = 0; j < st->n_in; j++) {
         int z = st->node->in[j];
-        if (!bf__runtime(p, z)) continue;
+        if (!bf__runtime(p, z) || (held[z] && p->val_step[z] >= 0)) continue;
         widen(first, last, z, lo, hi);
         fetch_closure(held, p, z, lo, hi, first, last, seen, stamp);
     }
