@@ -311,8 +311,8 @@ def bitflip_campaigns(a, name, stem, model_rows, trials, runs):
     (when `runs` is more than 1): mobilenet_v2's 40 trials take 0.6 s at 2 threads and 1.1-1.4 s
     at 1, and its adjacent pairs read 1.87-2.37x on one afternoon."""
     done = {r["threads"]: [] for r in model_rows}
-    k = 0
-    while k < runs:
+    rounds, k = runs, 0
+    while k < rounds:
         walls = 0.0
         for r in model_rows:
             c = campaign_once(a, name, stem, r["threads"], trials, a.quiet_wait)
@@ -320,7 +320,7 @@ def bitflip_campaigns(a, name, stem, model_rows, trials, runs):
             walls += c.get("wall") or SHORT_ROUND   # a failed run: not short
         k += 1
         if k == 1 and runs > 1 and walls < SHORT_ROUND:
-            runs = SHORT_RUNS
+            rounds = SHORT_RUNS
     first = model_rows[0]["threads"]
     for r in model_rows:
         r["bitflip_campaign"] = benchlib.median_run(done[r["threads"]])

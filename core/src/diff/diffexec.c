@@ -66,6 +66,15 @@ static void own_outputs(bf__dx *dx, bf_plan *p, size_t i)
         if (s->node->out[j] >= 0) own(dx, p, s->node->out[j]);
 }
 
+/* A value the worker's places shared by lifetime counted on the cache for
+ * (bf__dx_arena_assumed) that the cache gives no block for: recomputing or
+ * reading it in its place could read bytes another value wrote since. */
+static bf_status not_cached(int v, int64_t b, bf_error *err)
+{
+    return bf_error_set(err, BF_EUNSUPPORTED, "internal error: value %d not in the golden cache of batch %lld", v,
+                        (long long)b);
+}
+
 /* Puts value v's golden tensor of batch b into the plan: from the dataset,
  * the cache, or by running its producer on golden inputs. */
 static bf_status fetch(bf__dx *dx, bf_plan *p, int64_t b, int v, bf_error *err)
@@ -83,9 +92,7 @@ static bf_status fetch(bf__dx *dx, bf_plan *p, int64_t b, int v, bf_error *err)
          * which run_batch tells by its data pointer. */
         const void *g = bf__dx_golden(sh, v, b);
         if (g) t->data = (void *)g;
-        else if (bf__dx_arena_assumed(dx, p, v))
-            return bf_error_set(err, BF_EUNSUPPORTED, "internal error: value %d not in the golden cache of batch %lld",
-                                v, (long long)b);
+        else if (bf__dx_arena_assumed(dx, p, v)) return not_cached(v, b, err);
         return BF_OK;
     }
     if (dx->state[v] != UNLOADED) return BF_OK;
@@ -101,9 +108,7 @@ static bf_status fetch(bf__dx *dx, bf_plan *p, int64_t b, int v, bf_error *err)
         /* Not cached: its producer reads no faulty parameter (those steps
          * have run already) and only golden inputs, so it reproduces the
          * golden value. */
-        if (bf__dx_arena_assumed(dx, p, v))   /* the places shared by lifetime counted on the cache */
-            return bf_error_set(err, BF_EUNSUPPORTED, "internal error: value %d not in the golden cache of batch %lld",
-                                v, (long long)b);
+        if (bf__dx_arena_assumed(dx, p, v)) return not_cached(v, b, err);
         const bf__step *ps = &p->steps[s];
         for (int j = 0; j < ps->n_in && st == BF_OK; j++)
             if (bf__runtime(p, ps->node->in[j])) st = fetch(dx, p, b, ps->node->in[j], err);
