@@ -313,16 +313,18 @@ def bitflip_campaigns(a, name, stem, model_rows, trials, runs):
     (when `runs` is more than 1): mobilenet_v2's 40 trials take 0.6 s at 2 threads and 1.1-1.4 s
     at 1, and its adjacent pairs read 1.87-2.37x on one afternoon."""
     done = {r["threads"]: [] for r in model_rows}
-    rounds, k = runs, 0
-    while k < rounds:
+
+    def one_round():
         walls = 0.0
         for r in model_rows:
             c = campaign_once(a, name, stem, r["threads"], trials, a.quiet_wait)
             done[r["threads"]].append(c)
             walls += c.get("wall") or SHORT_ROUND   # a failed run: not short
-        k += 1
-        if k == 1 and runs > 1 and walls < SHORT_ROUND:
-            rounds = SHORT_RUNS
+        return walls
+
+    short = one_round() < SHORT_ROUND
+    for _ in range((SHORT_RUNS if runs > 1 and short else runs) - 1):
+        one_round()
     first = model_rows[0]["threads"]
     for r in model_rows:
         r["bitflip_campaign"] = benchlib.median_run(done[r["threads"]])
@@ -361,6 +363,11 @@ def eval_rounds(a, stem, threads, rep, batches, rounds):
     out = {k: best_of(v) for k, v in done.items()}
     out["eval_pairs"] = pairs
     return out
+
+
+def ratios(xs):
+    """A list of ratios as the aims table prints them: "1.03x, 0.99x"."""
+    return ", ".join(f"{x:.2f}x" for x in xs)
 
 
 def trials_alone(c):
@@ -435,10 +442,13 @@ def main():
         for threads in [int(t) for t in a.threads.split(",")]:
             row = {"model": name, "threads": threads, "batch": p["batch"], "what": p["what"],
                    "macs_per_sample": macs_per_sample(name)}
-            row.update(eval_rounds(a, stem, threads, p["repeat"][q], sorted({4, p["batch"]}), 1 if a.quick else 3))
+            rep = p["repeat"][q]
+            # each peer at its best of a small and the plan's batch (memory-bound nets such as
+            # mobilenet_v2 run faster at 4, compute-bound ones at 32)
+            row.update(eval_rounds(a, stem, threads, rep, sorted({4, p["batch"]}), 1 if a.quick else 3))
             trials = p["trials"][q]
             row["torch"] = run([PY, os.path.abspath(__file__), "--torch-peer", name, "--threads", str(threads),
-                                "--batch", str(p["batch"]), "--repeat", str(p["repeat"][q]), "--trials", str(trials)],
+                                "--batch", str(p["batch"]), "--repeat", str(rep), "--trials", str(trials)],
                                threads, 7200, a.quiet_wait)
             model_rows.append(row)
         bitflip_campaigns(a, name, stem, model_rows, p["trials"][q], runs=1 if a.quick else 3)
@@ -539,7 +549,7 @@ def aims(rows):
         if r["model"] in ("resnet18", "mobilenet_v2", "vit_s16") and bf and ort:
             verdict = ("not judged: LOADED" if loaded(r, ("bitflip_eval", "ort_eval"))
                        else "yes" if bf >= ort else f"no: {100 * (1 - bf / ort):.0f}% short")
-            how = f" (rounds {', '.join(f'{p:.2f}x' for p in r['eval_pairs'])})" if r.get("eval_pairs") else ""
+            how = f" (rounds {ratios(r['eval_pairs'])})" if r.get("eval_pairs") else ""
             out.append(f"| golden eval at least ONNX Runtime | {r['model']} | {r['threads']} | {bf / ort:.2f}x{how} | "
                        f"{verdict} |")
     for (m, t), r in sorted(by.items()):
@@ -562,7 +572,7 @@ def aims(rows):
             if x:
                 verdict = ("not judged: LOADED" if loaded(r, cam[:1]) or loaded(one, cam[:1])
                            else "yes" if x >= 1.9 else "no")
-                how = f" (pairs {', '.join(f'{p:.2f}x' for p in r['scaling_pairs'])})" if pairs else ""
+                how = f" (pairs {ratios(r['scaling_pairs'])})" if pairs else ""
                 out.append(f"| campaign at 2 threads at least 1.9x its 1-thread rate (trials alone) | {m} | 2 | "
                            f"{x:.2f}x{how} | {verdict} |")
     return out if len(out) > 5 else []
@@ -587,8 +597,8 @@ def write(doc, path):
                if pk and "fresh_gbs" in pk else []), "",
              "Eval: samples/s over the whole eval set, each peer at its fastest of batch 4, the model's batch and (PyTorch) "
              "the whole set; bitflip and ONNX Runtime in three rounds (one with --quick) alternating the two, each "
-             "peer's fastest process kept (the aims table gives each round's ratio). Ratios above 1x mean bitflip is faster. *% of peak*: samples/s x 2 x the model's "
-             "multiply-adds per sample (its matrix products, counted on the PyTorch module: `macs_per_sample`) over the "
+             "peer's fastest process kept (the aims table gives each round's ratio). Ratios above 1x mean bitflip is "
+             "faster. *% of peak*: samples/s x 2 x the model's multiply-adds per sample (its matrix products, counted on the PyTorch module: `macs_per_sample`) over the "
              "peak above times the threads.", "",
              "| model | threads | bitflip samples/s (batch) | PyTorch samples/s (batch) | ORT samples/s (batch) | bitflip / PyTorch | bitflip / ORT | "
              "% of peak: bitflip, PyTorch, ORT | others' load |",

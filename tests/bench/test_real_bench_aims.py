@@ -9,8 +9,9 @@ The table `make bench-real` writes says whether each aim is met; these rules dec
     loop rate, against 15x (resnet18) or 40x (mobilenet_v2), at 1 thread only;
   - the 2-thread aim: the median of the adjacent pairs' ratios (the lower middle one for an
     even count), against 1.9x; results without pairs fall back to the rows' own rates;
-and eval_rounds alternates the two eval peers round by round, keeping each one's fastest
-process and each round's ratio. Exit 0 when every check holds."""
+eval_rounds alternates the two eval peers round by round, keeping each one's fastest
+process and each round's ratio; bitflip_campaigns runs five rounds where one takes under
+SHORT_ROUND seconds, else the runs asked for. Exit 0 when every check holds."""
 import os
 import sys
 
@@ -144,10 +145,48 @@ def test_eval_rounds():
     check("rounds' ratios", out["eval_pairs"], [1.0476, 1.0169, 0.9802])
 
 
+def test_campaign_rounds():
+    """bitflip_campaigns with the campaign runner replaced: how many rounds (a 1- and a 2-thread
+    run each, alternated) for a round of walls 0.6 + 1.2 = 1.8 s (under SHORT_ROUND: five), of
+    6 + 4 = 10 s (not under it: three), for --quick (runs=1: one, however short), and for a
+    failed run (no wall: counted as SHORT_ROUND, so not short: three); and the pairs: each
+    2-thread run's trials/s over the 1-thread run's before it."""
+    def rounds_for(walls, runs, fail=False):
+        calls = []
+
+        def fake_campaign(a, name, stem, threads, trials, quiet):
+            calls.append(threads)
+            k = sum(1 for t in calls if t == threads)
+            if fail and threads == 1:
+                return {"ok": False}
+            # the 2-thread run of round k does its 40 trials in 1 / (1.9 + k / 10) of the 1-thread time
+            loop = 4.0 if threads == 1 else 4.0 / (1.9 + k / 10)
+            return dict(campaign(40, walls[threads], loop), threads=threads)
+
+        saved = rb.campaign_once
+        rb.campaign_once = fake_campaign
+        try:
+            rows = [{"threads": 1}, {"threads": 2}]
+            rb.bitflip_campaigns(type("A", (), {"quiet_wait": 0}), "m", "/m/x", rows, 40, runs)
+        finally:
+            rb.campaign_once = saved
+        return calls, rows
+
+    calls, rows = rounds_for({1: 1.2, 2: 0.6}, 3)
+    check("short rounds", calls, [1, 2] * 5)
+    check("short rounds' pairs", rows[1]["scaling_pairs"], [2.0, 2.1, 2.2, 2.3, 2.4])
+    check("long rounds", rounds_for({1: 6.0, 2: 4.0}, 3)[0], [1, 2] * 3)
+    check("quick", rounds_for({1: 1.2, 2: 0.6}, 1)[0], [1, 2])
+    calls, rows = rounds_for({1: 1.2, 2: 0.6}, 3, fail=True)
+    check("a failed run is not short", calls, [1, 2] * 3)
+    check("no pair from a failed run", rows[1]["scaling_pairs"], [])
+
+
 if __name__ == "__main__":
     test_aims()
     test_campaign_loaded_and_short()
     test_eval_rounds()
+    test_campaign_rounds()
     for f in FAILS:
         print("real_bench_aims: FAIL:", f)
     print("real_bench_aims:", "ok" if not FAILS else f"{len(FAILS)} failures")

@@ -318,6 +318,18 @@ void bf__dx_arena_use(bf__dx *dx, int own);
 int bf__dx_arena_assumed(const bf__dx *dx, const bf_plan *p, int v);
 void bf__dx_arena_free(bf__dx *dx);
 
+/* Whether fetch reads value v from the cache once the trial has found it
+ * GOLDEN (diffexec.c), so that the lives need not keep v's place for the
+ * moments fetch runs v's readers (diffarena.c, fetch_closure): one rule for
+ * both, or a place is freed that fetch still reads. A computed value (not a
+ * graph input), and not the graph's output: a trial writes that straight
+ * into its outputs, and run_batch tells which path it took by its data
+ * pointer. */
+static inline int bf__dx_fetch_from_cache(const bf_plan *p, int out_val, int v)
+{
+    return p->val_step[v] >= 0 && v != out_val;
+}
+
 /* diffexec.c: value v's golden tensor of batch b into the plan (read in
  * place from the cache, the dataset, or its producer run on golden inputs),
  * unless it is loaded already; and v pointed back at its own buffer, to be

@@ -52,9 +52,9 @@ static void widen(int *first, int *last, int v, int lo, int hi)
 /* fetch(x) at any moment in [lo, hi]: an uncached x's producer runs then,
  * writing each of its outputs and reading each of its inputs, the uncached
  * ones fetched the same way. A held input is read from the cache, even one
- * the trial computed and found golden (diffexec.c, fetch; not the graph's
- * output, which fetch leaves where the trial wrote it), so its place lives
- * no longer for it: resnet18's layer1.1.relu, held for the layer1
+ * the trial computed and found golden (bf__dx_fetch_from_cache: not the
+ * graph's output, which fetch leaves where the trial wrote it), so its
+ * place lives no longer for it: resnet18's layer1.1.relu, held for the layer1
  * trial, lived to layer3's first step so (every value between them is
  * left out of the cache), 25.7 MB of written places kept apart. */
 static void fetch_closure(const unsigned char *held, int out_val, const bf_plan *p, int x, int lo, int hi, int *first,
@@ -69,7 +69,7 @@ static void fetch_closure(const unsigned char *held, int out_val, const bf_plan 
         if (st->node->out[j] >= 0) widen(first, last, st->node->out[j], lo, hi);
     for (int j = 0; j < st->n_in; j++) {
         int z = st->node->in[j];
-        if (!bf__runtime(p, z) || (held[z] && p->val_step[z] >= 0 && z != out_val)) continue;
+        if (!bf__runtime(p, z) || (held[z] && bf__dx_fetch_from_cache(p, out_val, z))) continue;
         widen(first, last, z, lo, hi);
         fetch_closure(held, out_val, p, z, lo, hi, first, last, seen, stamp);
     }

@@ -82,14 +82,12 @@ static bf_status fetch(bf__dx *dx, bf_plan *p, int64_t b, int v, bf_error *err)
     const bf__dx_shared *sh = dx->sh;
     bf_tensor *t = &p->vals[v];
     int s = p->val_step[v];
-    if (dx->state[v] == GOLDEN && s >= 0 && v != sh->out_val) {
+    if (dx->state[v] == GOLDEN && bf__dx_fetch_from_cache(p, sh->out_val, v)) {
         /* computed by the trial and found golden (differs: the cache's very
          * bytes), or read from the cache already: read from the cache, so
          * that the place the trial computed it into need not outlive its
          * own readers for fetch's (diffarena.c: a held value's life is not
-         * widened to the moments fetch runs its readers). Not the graph's
-         * output: a trial writes it straight into its outputs (out_here),
-         * which run_batch tells by its data pointer. */
+         * widened to the moments fetch runs its readers) */
         const void *g = bf__dx_golden(sh, v, b);
         if (g) t->data = (void *)g;
         else if (bf__dx_arena_assumed(dx, p, v)) return not_cached(v, b, err);
