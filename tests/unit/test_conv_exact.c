@@ -457,6 +457,28 @@ const conv_case cases[] = {
     {"depthwise 3x3, 1 wide and 40 tall, same size", 1, 2, 40, 1, 2, 2, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},
     {"depthwise 3x3 on 61x61 (61 chunks per 16 rows), no bias", 1, 2, 61, 61, 2, 2, 3, 3, 1, 1, {1, 1, 1, 1}, 0, 0},
     {"depthwise 3x3 on 130x130: past the mask table, the rows instead", 1, 1, 130, 130, 1, 1, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},
+    /* on AVX2 the same planes in 8-lane chunks (linalg_conv_dw8.c): the full
+     * chunks (every tap inside for every lane) four at a time, then one at a
+     * time, plain loads; the partial ones the same, masked loads and a blend */
+    {"depthwise 3x3 on 56x56 (7 chunks a row, two partial), an Inf weight", 1, 3, 56, 56, 3, 3, 3, 3, 1, 1,
+     {1, 1, 1, 1}, 1, 1},
+    {"depthwise 3x3 on 28x28, every product -0, the bias -0 in every other channel", 2, 4, 28, 28, 4, 4, 3, 3, 1, 1,
+     {1, 1, 1, 1}, 1, 2},
+    {"depthwise 3x3 on 7x7, every product -0, no bias", 1, 5, 7, 7, 5, 5, 3, 3, 1, 1, {1, 1, 1, 1}, 0, 2},
+    {"depthwise 5x5 on 9x9, pads 2 on top and none below (7 rows out of 9)", 1, 3, 9, 9, 3, 3, 5, 5, 1, 1,
+     {2, 2, 0, 2}, 1, 1},
+    {"depthwise 1x3 on 5x37, no vertical padding: no partial chunk but the edges'", 1, 3, 5, 37, 3, 3, 1, 3, 1, 1,
+     {0, 1, 0, 1}, 1, 0},
+    /* stride 2 on AVX2: the input plane as its four phases (even and odd
+     * rows and columns), then the same chunks across the output's row ends */
+    {"depthwise 3x3 stride 2, 112x112 -> 56x56 (mobilenet_v2's first), an Inf weight", 1, 2, 112, 112, 2, 2, 3, 3, 2,
+     1, {1, 1, 1, 1}, 1, 1},
+    {"depthwise 3x3 stride 2, 27x29 (odd sizes), every product -0", 1, 3, 27, 29, 3, 3, 3, 3, 2, 1, {1, 1, 1, 1}, 1,
+     2},
+    {"depthwise 5x5 stride 2, pads 2 and 1, 14x14 -> 6x6 and 7x7", 2, 3, 14, 14, 3, 3, 5, 5, 2, 1, {2, 2, 1, 2}, 1, 1},
+    {"depthwise 3x3 stride 2, dilation 2, 21x20", 1, 3, 21, 20, 3, 3, 3, 3, 2, 2, {2, 2, 2, 2}, 0, 0},
+    {"depthwise 3x3 stride 2, 15 wide, no padding: a tap past the phases' rows, the rows path", 1, 2, 9, 15, 2, 2, 3,
+     3, 2, 1, {0, 0, 0, 0}, 1, 0},
     /* stride 2, 3 wide: on AVX-512 every chunk of a row masked, edges included */
     {"depthwise 3x3 stride 2 on 14x14 (7 wide: one masked chunk)", 2, 5, 14, 14, 5, 5, 3, 3, 2, 1, {1, 1, 1, 1}, 1, 1},
     /* stride 2, 3 wide, output rows of at most 7: two rows to a vector
@@ -811,6 +833,7 @@ int main(void)
         cmocka_unit_test(conv_residual_matches_add),
         cmocka_unit_test(conv_bn_matches_steps),
         cmocka_unit_test(conv_packed_weights_match_reference),   /* test_conv_exact/packed.c */
+        cmocka_unit_test(conv_dw8_takes_its_shapes),             /* test_conv_exact/dw8.c */
     };
     return cmocka_run_group_tests(tests, NULL, cases_free);
 }

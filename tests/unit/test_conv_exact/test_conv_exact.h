@@ -77,5 +77,6 @@ int half_here(size_t i, int l, int j);
 
 /* the parts' tests */
 void conv_packed_weights_match_reference(void **state);   /* packed.c */
+void conv_dw8_takes_its_shapes(void **state);             /* dw8.c */
 
 #endif

@@ -268,6 +268,16 @@ typedef struct bf__dw_flat {
 int bf__dw_flat_table(const bf__conv_params *cp, bf__dw_flat *t);
 void bf__conv_direct_dw(const bf__conv_params *cp, const bf__dw_flat *t, const float *x, const float *wt,
                         const float *bias, const bf__act *act, float *y);
+/* linalg_conv_dw8.c: the stride-1 depthwise plane as one run of outputs
+ * on AVX2 (cp->simd BF_SGEMM_AVX2, bf__dw8_ok's shapes): images n, groups
+ * [g0, g1) (depthwise: one channel each), the activation before the store
+ * (act->lo, act->hi; act->res not read), the bits of dw2d_impl. 1 when it
+ * ran, 0 when it did not (y untouched: not its shape, or its table of
+ * masks past BF__DW8_TABLE_MAX bytes or out of memory). */
+#define BF__DW8_TABLE_MAX ((size_t)4 << 20) /* bytes: a 3x3 kernel's partial chunks of a plane near 3500x3500 */
+int bf__dw8_ok(const bf__window *w);
+int bf__dw8_run(const bf__conv_params *cp, const float *x, const float *wt, const float *bias, const bf__act *act,
+                float *y, int64_t g0, int64_t g1);
 /* 1 when bf__conv_direct adds act->res in the product's epilogue: the 1x1
  * path with a bias on a CPU with the product's kernel. */
 int bf__conv_res_direct(const bf__conv_params *cp);
