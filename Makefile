@@ -362,7 +362,8 @@ bench-det: build bench-deps
 # Runtime on the same files in one run: eval samples/s and percent of this core's measured
 # peak, campaign trials/s with and without setup, the share of a pass a trial re-runs, and
 # issue 33's aims worked from the rows; rewrites the real-bench section of docs/BENCHMARKS.md
-# (about 20 minutes; wants a quiet machine: each run waits for one). BITFLIP=path as above.
+# (about 22 minutes on a Zen 5 core, 29 on a Zen 2 one; wants a quiet machine: each run
+# waits for one). BITFLIP=path as above.
 bench-real: build bench-deps
 	@[ -d bench/node_modules/onnxruntime-node ] || (cd bench && npm ci --ignore-scripts)
 	/usr/bin/python3 bench/real_bench.py --bitflip $(BITFLIP) --threads 1,2 --write-doc docs/BENCHMARKS.md
