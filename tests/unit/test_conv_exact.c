@@ -380,6 +380,12 @@ const conv_case cases[] = {
      {0, 0, 0, 0}, 1, 0},
     {"1x1 on 7x7 maps, 1400 rows: a product past 512 KiB, one image a product", 2, 260, 7, 7, 1400, 1, 1, 1, 1, 1,
      {0, 0, 0, 0}, 1, 0},
+    /* on AVX2 at any K (linalg_conv_pointwise.c, pw_pack_avx2): panels that
+     * take their columns from two or more images, a last panel of few */
+    {"1x1 on 7x7 maps, K 24, 5 images (four a product, then one), an Inf weight", 5, 24, 7, 7, 40, 1, 1, 1, 1, 1,
+     {0, 0, 0, 0}, 1, 1},
+    {"1x1 on 3x3 maps, K 40, 9 images: panels of two and three images' columns", 9, 40, 3, 3, 20, 1, 1, 1, 1, 1,
+     {0, 0, 0, 0}, 1, 0},
     {"1x1 on 7x7 maps, K = 256: one image a product", 3, 256, 7, 7, 9, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 0},
     /* 1x1 on AVX-512 with the output channels in the lanes (linalg_conv_pwlanes.c:
      * M a multiple of 16, a bias, maps under 96 positions, K past 256): blocks

@@ -1,5 +1,6 @@
 /* Two shapes of 1x1 Conv (the pointwise path, linalg_conv_direct.c) that
- * the general product (sgemm.c) serves badly on AVX-512, each measured
+ * the general product (sgemm.c) serves badly on AVX-512 (the second on
+ * AVX2 too: docs/perf/mobilenet/h41.md, h41-pw), each measured
  * against it per shape (docs/BENCHMARKS.md, "mobilenet_v2's pointwise
  * products on this Intel machine", h14-mbv2):
  *
@@ -70,12 +71,18 @@ int64_t bf__conv_pw_images(const bf__conv_params *cp)
      * image a product is a product of one column, its weights read once an
      * image, and the images side by side measured 0.13-0.21x its time on
      * lraspp_mobilenet_v3_large's (K 24-960; docs/perf/detectors.md, h16-seg) */
-    if (!PW512 || cp->simd < BF_SGEMM_AVX512 || (cp->kc <= BF__PW_KMIN && cp->osp != 1) || cp->kc > BF_SGEMM_KSTACK)
-        return 1;
+    if (!PW512 || cp->simd < BF_SGEMM_AVX2 || cp->kc > BF_SGEMM_KSTACK) return 1;
+    if (cp->simd >= BF_SGEMM_AVX512 && cp->kc <= BF__PW_KMIN && cp->osp != 1) return 1;
+    /* AVX2 at any K: one image's 49 columns are four 16-lane panels, the
+     * last of one column, and a panel costs the AVX2 block the same however
+     * few its columns (docs/perf/mobilenet/h41.md, h41-pw) */
     /* and a product that stays in L2 beside its input: mobilenet_v2's
-     * 1280-channel head (1 MB, then copied out) measured level */
+     * 1280-channel head (1 MB, then copied out) measured level on AVX-512;
+     * on AVX2 it and the 960-channel expansions measured 13-20% faster side
+     * by side (h41-pw), hence the larger cap there */
     int64_t imgs = bf__conv_packed_images(cp);
-    return cp->mg * imgs * cp->osp <= BF__PW_TMPMAX ? imgs : 1;
+    int64_t cap = cp->simd >= BF_SGEMM_AVX512 ? BF__PW_TMPMAX : BF__PW_TMPMAX_AVX2;
+    return cp->mg * imgs * cp->osp <= cap ? imgs : 1;
 }
 
 size_t bf__conv_pw_floats(const bf__conv_params *cp)
@@ -204,6 +211,46 @@ AVX512 static void pw_pack(const void *ctx, int j0, int nr, int k, float *panel)
         _mm512_storeu_ps(panel + (int64_t)p * 16, v);
     }
 }
+
+/* pw_pack on 8 lanes: each half of the panel's row from the runs' masked
+ * loads (a masked-off lane loads +0, so OR-ing the runs' loads gives each
+ * lane its own run's float bit for bit; lanes past nr +0) */
+__attribute__((target("avx2"))) static void pw_pack_avx2(const void *ctx, int j0, int nr, int k, float *panel)
+{
+    const pw_gather *g = ctx;
+    const float *src[16];
+    __m256i keep[16][2];
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), lane8 = _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15);
+    int ns = 0;
+    for (int j = 0; j < nr;) {
+        int64_t im = (j0 + j) / g->osp, o = (j0 + j) % g->osp;
+        int len = g->osp - o < nr - j ? (int)(g->osp - o) : nr - j;
+        src[ns] = g->x + im * g->img + o - j;   /* lane l of the run reads src + l */
+        __m256i lo = _mm256_set1_epi32(j - 1), hi = _mm256_set1_epi32(j + len);
+        keep[ns][0] = _mm256_and_si256(_mm256_cmpgt_epi32(lane, lo), _mm256_cmpgt_epi32(hi, lane));
+        keep[ns][1] = _mm256_and_si256(_mm256_cmpgt_epi32(lane8, lo), _mm256_cmpgt_epi32(hi, lane8));
+        ns++;
+        j += len;
+    }
+    if (ns == 1 && nr == 16) {
+        for (int p = 0; p < k; p++) {
+            const float *r = src[0] + (int64_t)p * g->osp;
+            _mm256_storeu_ps(panel + (int64_t)p * 16, _mm256_loadu_ps(r));
+            _mm256_storeu_ps(panel + (int64_t)p * 16 + 8, _mm256_loadu_ps(r + 8));
+        }
+        return;
+    }
+    for (int p = 0; p < k; p++) {
+        __m256 v0 = _mm256_setzero_ps(), v1 = _mm256_setzero_ps();
+        for (int q = 0; q < ns; q++) {
+            const float *r = src[q] + (int64_t)p * g->osp;
+            v0 = _mm256_or_ps(v0, _mm256_maskload_ps(r, keep[q][0]));
+            v1 = _mm256_or_ps(v1, _mm256_maskload_ps(r + 8, keep[q][1]));
+        }
+        _mm256_storeu_ps(panel + (int64_t)p * 16, v0);
+        _mm256_storeu_ps(panel + (int64_t)p * 16 + 8, v1);
+    }
+}
 #endif
 
 void bf__conv_pw_inplace(int m, int n, int k, const float *a, int lda, const float *b, int ldb, const float *bias,
@@ -233,7 +280,8 @@ int bf__conv_pw_batched(const bf__conv_params *cp, const float *x, const float *
             const bf__act *kact = act && act->res ? NULL : act;
             /* 0 never past the first call (the level and K are checked); the
              * caller's path then computes every output, the same bits */
-            if (!bf__sgemm_packed(cp->simd, mg, (int)ldt, kc, wt + g * cp->mg * cp->kc, kc, pw_pack, &pk,
+            if (!bf__sgemm_packed(cp->simd, mg, (int)ldt, kc, wt + g * cp->mg * cp->kc, kc,
+                                  cp->simd >= BF_SGEMM_AVX512 ? pw_pack : pw_pack_avx2, &pk,
                                   bias + g * cp->mg, kact, tmp, (int)ldt))
                 return 0;
             /* row j of the product holds channel j of each image in turn */

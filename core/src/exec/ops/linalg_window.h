@@ -281,17 +281,17 @@ int bf__dw8_run(const bf__conv_params *cp, const float *x, const float *wt, cons
 /* 1 when bf__conv_direct adds act->res in the product's epilogue: the 1x1
  * path with a bias on a CPU with the product's kernel. */
 int bf__conv_res_direct(const bf__conv_params *cp);
-/* linalg_conv_pointwise.c: two shapes of the 1x1 path on AVX-512 (whole
- * steps; each element the chain and epilogue of bf__sgemm_bias, so the
- * same bits). bf__conv_pw_inplace: few output channels over a large map,
+/* linalg_conv_pointwise.c: two shapes of the 1x1 path on AVX-512 (the
+ * second on AVX2 too; whole steps; each element the chain and epilogue of
+ * bf__sgemm_bias, so the same bits). bf__conv_pw_inplace: few output channels over a large map,
  * B (the input) read in place and prefetched, no panel packed; it takes nj
  * rows of a group where bf__conv_pw_inplace_ok says (BF__PW_MMIN ..
  * BF__PW_MMAX rows, at least BF__PW_NMIN positions: the shapes where it
  * measured faster, docs/BENCHMARKS.md, h14-mbv2). bf__conv_pw_batched:
  * bf__conv_pw_images images side by side in one product where a map is
  * small (bf__conv_packed_images' rule), K past BF__PW_KMIN (any K on a
- * map of one position) and the
- * product no larger than BF__PW_TMPMAX floats, the product in the scratch
+ * map of one position; on AVX2 any K) and the product no larger than
+ * BF__PW_TMPMAX floats (AVX2: BF__PW_TMPMAX_AVX2), the product in the scratch
  * (bf__conv_pw_floats, 0 when it takes none) then copied to each image,
  * act->res added plane by plane; 0 when it does not take the step (y
  * untouched). */
@@ -300,6 +300,7 @@ int bf__conv_res_direct(const bf__conv_params *cp);
 #define BF__PW_NMIN 784
 #define BF__PW_KMIN 256 /* bf__conv_pw_batched: K past this only (maps of one position: any) */
 #define BF__PW_TMPMAX (1 << 17) /* ... and a product of at most this many floats (512 KiB) */
+#define BF__PW_TMPMAX_AVX2 (1 << 19) /* ... on AVX2 (where any K is taken) this many (2 MiB) */
 int bf__conv_pw_inplace_ok(const bf__conv_params *cp, int64_t nj);
 /* linalg_conv_pwdw.c (exec/step_access.h, bf__conv_pwdw): the 1x1 ->
  * depthwise pairs over maps of at least BF__PWDW_NMIN positions (7x7), a
