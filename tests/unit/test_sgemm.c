@@ -76,7 +76,8 @@ static void by_hand(void **state)
 
 /* Products wide enough for several groups of panels (sgemm.c multiplies a
  * block of rows by up to 16 panels in turn when k <= 256), B in place
- * (ldb <= 1024) and packed (ldb past it, transposed), with and without the
+ * (ldb <= 1024; on the AVX2 block also past it for up to 24 rows: m = 7,
+ * n = 1100) and packed (ldb past it, transposed), with and without the
  * bias and activation epilogue: the reference's bits. */
 static void grouped_panels_match_reference(void **state)
 {

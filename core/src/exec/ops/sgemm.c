@@ -505,8 +505,9 @@ AVX512 static void rows_avx512(int m, int np, const panel_at *pa, int k, const f
 
 /* The panel of op(B)'s columns j0 .. j0 + nr: packed k-major into `panel`
  * (from a transposed B, a plain one, or the caller's packer), or a plain
- * B's own rows in place where packing would cost more than it saves. */
-AVX2 static panel_at panel_of(const bf__gemm_b *src, int m, int j0, int nr, int k, float *panel)
+ * B's own rows in place where packing would cost more than it saves.
+ * wide: the AVX-512 block's panels (sgemm_panels). */
+AVX2 static panel_at panel_of(const bf__gemm_b *src, int m, int j0, int nr, int k, float *panel, int wide)
 {
     int mrmax = MR;
     const float *b = src->b;
@@ -530,11 +531,18 @@ AVX2 static panel_at panel_of(const bf__gemm_b *src, int m, int j0, int nr, int 
         pa.masked = 1;   /* B's own rows, read with masks */
         pa.pan = b + j0;
         pa.ps = ldb;
-    } else if (nr == NR && (m <= mrmax || (k <= KDIRECT && ldb <= LDDIRECT))) {
+    } else if (nr == NR && (m <= mrmax || (k <= KDIRECT && (ldb <= LDDIRECT || (!wide && m <= 4 * mrmax))))) {
         /* B's own rows serve as the panel, unpacked: for one block of
          * rows packing costs as much as the product, and a shallow
          * panel's rows stay in L1 across the row blocks anyway (unless
-         * B's rows lie so far apart that they collide in the cache) */
+         * B's rows lie so far apart that they collide in the cache). On
+         * the AVX2 block, up to four blocks of rows over rows of any
+         * length too: mobilenet_v2's 16-24-row 1x1 projections of 56x56
+         * and 112x112 maps, whose packing (K rows 12-50 KB apart read
+         * 64 bytes each) took as long as the product, ran 1.2-1.5x
+         * faster on B in place on a Zen 2 core (docs/perf/mobilenet/h41.md,
+         * h41-inplace; the AVX-512 path has its own kernel for them,
+         * linalg_conv_pointwise.c) */
         pa.pan = b + j0;
         pa.ps = ldb;
     } else {
@@ -562,7 +570,7 @@ AVX2 static void pack_whole(const bf__gemm_b *src, int m, int n, int k, float *w
     if (src->trans) {
         for (int q = 0; q < np; q++) {
             int j0 = q * NR;
-            (void)panel_of(src, m, j0, n - j0 < NR ? n - j0 : NR, k, work + (int64_t)q * k * NR);
+            (void)panel_of(src, m, j0, n - j0 < NR ? n - j0 : NR, k, work + (int64_t)q * k * NR, 0);
         }
         return;
     }
@@ -592,7 +600,7 @@ AVX2 static void sgemm_panels(const bf__gemm_b *src, int m, int n, int k, float 
         int np = 0;
         for (int j0 = g0; j0 < n && j0 < g0 + group * NR; j0 += NR, np++) {
             int nr = n - j0 < NR ? n - j0 : NR;
-            pa[np] = panel_of(src, m, j0, nr, k, panel + (int64_t)np * k * NR);
+            pa[np] = panel_of(src, m, j0, nr, k, panel + (int64_t)np * k * NR, wide);
         }
         if (wide) rows_avx512(m, np, pa, k, a, lda, alpha, accumulate, bias, act, y, ldy, crow);
         else rows_avx2(m, np, pa, k, a, lda, alpha, accumulate, bias, act, y, ldy, crow);
