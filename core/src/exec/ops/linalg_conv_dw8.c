@@ -221,11 +221,12 @@ __attribute__((target("avx2"))) static inline void dw8_store(float *y, int64_t c
  * described above. A last group of one to three chunks is made four by
  * repeating its last chunk (the same outputs computed and stored twice),
  * so that it too runs four chains at once: mobilenet_v2's 7x7 planes are 7
- * chunks. */
-__attribute__((target("avx2"))) static void dw8_plane(const dw8_table *t, const float *const *xt, const float *wk,
-                                                      float bv, const bf__act *act, float *y)
+ * chunks. taps: the table's, a constant where inlined (dw8_plane). */
+__attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
+dw8_plane_body(int64_t taps, const dw8_table *t, const float *const *xt, const float *wk, float bv,
+               const bf__act *act, float *y)
 {
-    const int64_t taps = t->taps, osp = t->osp;
+    const int64_t osp = t->osp;
     const __m256 b = _mm256_set1_ps(bv);
 #define DW8_AT(list, n, i) (8 * (int64_t)(list)[(i) < (n) ? (i) : (n) - 1])
     for (int64_t i = 0; i < t->n_full; i += 4) {
@@ -276,6 +277,29 @@ __attribute__((target("avx2"))) static void dw8_plane(const dw8_table *t, const 
     }
 #undef DW8_TAP
 #undef DW8_AT
+}
+
+/* A kernel of nine taps (3x3) unrolled (their weights and pointers held
+ * across the chunks; the same operations per lane in the same order),
+ * any other through the loop: dw8_plane was 17.8% of mobilenet_v2's eval
+ * with the taps a variable (docs/perf/mobilenet/h41.md, h41-3x3). */
+__attribute__((target("avx2"))) static void dw8_plane_3x3(const dw8_table *t, const float *const *xt, const float *wk,
+                                                          float bv, const bf__act *act, float *y)
+{
+    dw8_plane_body(9, t, xt, wk, bv, act, y);
+}
+
+__attribute__((target("avx2"))) static void dw8_plane_any(const dw8_table *t, const float *const *xt, const float *wk,
+                                                          float bv, const bf__act *act, float *y)
+{
+    dw8_plane_body(t->taps, t, xt, wk, bv, act, y);
+}
+
+static void dw8_plane(const dw8_table *t, const float *const *xt, const float *wk, float bv, const bf__act *act,
+                      float *y)
+{
+    if (t->taps == 9) dw8_plane_3x3(t, xt, wk, bv, act, y);
+    else dw8_plane_any(t, xt, wk, bv, act, y);
 }
 
 int bf__dw8_run(const bf__conv_params *cp, const float *x, const float *wt, const float *bias, const bf__act *act,
