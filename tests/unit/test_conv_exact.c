@@ -840,6 +840,8 @@ int main(void)
         cmocka_unit_test(conv_bn_matches_steps),
         cmocka_unit_test(conv_packed_weights_match_reference),   /* test_conv_exact/packed.c */
         cmocka_unit_test(conv_dw8_takes_its_shapes),             /* test_conv_exact/dw8.c */
+        cmocka_unit_test(conv_dw8_without_memory_leaves_y),      /* test_conv_exact/dw8.c */
+        cmocka_unit_test(conv_pw_images_by_level),               /* test_conv_exact/dw8.c */
     };
     return cmocka_run_group_tests(tests, NULL, cases_free);
 }

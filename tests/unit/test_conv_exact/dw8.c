@@ -1,8 +1,13 @@
-/* test_conv_exact: which depthwise shapes the AVX2 plane kernel takes
- * (linalg_conv_dw8.c, bf__dw8_ok), worked by hand. Its bits are the cases'
- * (every depthwise case runs under BITFLIP_SIMD=avx2); this holds the rule
- * that keeps a stride-2 tap inside its phase's row. */
+/* test_conv_exact: the AVX2 paths' rules, worked by hand: which depthwise
+ * shapes the AVX2 plane kernel takes (linalg_conv_dw8.c, bf__dw8_ok) and
+ * what it does when its table finds no memory; how many images a small
+ * map's 1x1 product takes side by side at each level (bf__conv_pw_images). Its bits are the cases' (every depthwise case
+ * runs under BITFLIP_SIMD=avx2); this holds the rule that keeps a stride-2
+ * tap inside its phase's row. */
+#include "../alloc_fail.h"
+#include "base/simd.h"
 #include "exec/ops/linalg_window.h"
+#include "exec/ops/sgemm.h"
 #include "test_conv_exact.h"
 
 /* a 2-D window: input h x w, kernel kh x kw, stride s, dilation d, pads
@@ -57,6 +62,80 @@ void conv_dw8_takes_its_shapes(void **state)
     a = win(14, 14, 3, 3, 1, 1, 1, 1, 1, 1);
     a.in[0] = a.out[0] = 2;
     assert_false(bf__dw8_ok(&a));
+#else
+    skip();
+#endif
+}
+
+/* Out of memory for its table, bf__dw8_run says it did not run and leaves
+ * y as it was (bf__conv_direct's rows path then computes the step); with
+ * memory, it runs and gives the plain sequence written here: bias, then
+ * v + w * x over the taps inside, in (kh, kw) order. A 3x3 stride-2 Conv,
+ * 2 channels of 9x10, pads 1: the phases and the masks both in the table. */
+void conv_dw8_without_memory_leaves_y(void **state)
+{
+    (void)state;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (bf__simd_cpu() < BF__SIMD_AVX2) skip();
+    bf__conv_params cp = {.w = win(9, 10, 3, 3, 2, 1, 1, 1, 1, 1)};
+    cp.n = 1, cp.c = cp.m = cp.group = 2, cp.cg = cp.mg = 1;
+    cp.isp = 90, cp.osp = cp.w.out[1] * cp.w.out[2], cp.ksp = cp.kc = 9;
+    cp.path = BF__CONV_DEPTHWISE, cp.simd = BF_SGEMM_AVX2;
+    assert_int_equal(cp.osp, 25);   /* 5x5 out */
+    float x[180], wt[18], bias[2] = {0.25f, -1.5f}, y[50], want[50];
+    for (int i = 0; i < 180; i++) x[i] = (float)((i * 37) % 23) / 7.0f - 1.5f;
+    for (int i = 0; i < 18; i++) wt[i] = (float)((i * 11) % 13) / 5.0f - 1.2f;
+    for (int c = 0; c < 2; c++)
+        for (int oh = 0; oh < 5; oh++)
+            for (int ow = 0; ow < 5; ow++) {
+                float v = bias[c];
+                for (int kh = 0; kh < 3; kh++)
+                    for (int kw = 0; kw < 3; kw++) {
+                        int ih = 2 * oh - 1 + kh, iw = 2 * ow - 1 + kw;
+                        if (ih < 0 || ih >= 9 || iw < 0 || iw >= 10) continue;
+                        v = v + wt[c * 9 + kh * 3 + kw] * x[c * 90 + ih * 10 + iw];
+                    }
+                want[c * 25 + oh * 5 + ow] = v;
+            }
+    for (int i = 0; i < 50; i++) y[i] = -7.0f;
+    bf_test_alloc_fail_after(0);
+    int ran = bf__dw8_run(&cp, x, wt, bias, NULL, y, 0, 2);
+    long refused = bf_test_alloc_failures();
+    bf_test_alloc_fail_after(-1);
+    assert_int_equal(ran, 0);
+    assert_true(refused >= 1);
+    for (int i = 0; i < 50; i++) assert_true(y[i] == -7.0f);
+    assert_int_equal(bf__dw8_run(&cp, x, wt, bias, NULL, y, 0, 2), 1);
+    assert_memory_equal(y, want, sizeof want);
+#else
+    skip();
+#endif
+}
+
+/* bf__conv_pw_images on 7x7 maps (ceil(192 / 49) = 4 images a product,
+ * 2 here: the batch) by level: AVX2 at any K up to a product of
+ * BF__PW_TMPMAX_AVX2 floats (2 x 49 x 5349 = 524,202 <= 524,288; 5350 rows
+ * 524,300 past it), AVX-512 only past K 256 and up to BF__PW_TMPMAX
+ * (1337 rows 131,026 <= 131,072; 1338 past), the reference never. */
+void conv_pw_images_by_level(void **state)
+{
+    (void)state;
+#if defined(__x86_64__) && defined(__GNUC__)
+    bf__conv_params cp = {.w = win(7, 7, 1, 1, 1, 1, 0, 0, 0, 0)};
+    cp.n = 2, cp.group = 1, cp.osp = 49, cp.path = BF__CONV_POINTWISE;
+    cp.simd = BF_SGEMM_AVX2, cp.kc = 16;
+    cp.mg = 5349;
+    assert_int_equal(bf__conv_pw_images(&cp), 2);
+    cp.mg = 5350;
+    assert_int_equal(bf__conv_pw_images(&cp), 1);
+    cp.simd = BF_SGEMM_AVX512, cp.mg = 100;
+    assert_int_equal(bf__conv_pw_images(&cp), 1);   /* K 16: not past 256 */
+    cp.kc = 300, cp.mg = 1337;
+    assert_int_equal(bf__conv_pw_images(&cp), 2);
+    cp.mg = 1338;
+    assert_int_equal(bf__conv_pw_images(&cp), 1);
+    cp.simd = BF_SGEMM_REF, cp.mg = 100;
+    assert_int_equal(bf__conv_pw_images(&cp), 1);
 #else
     skip();
 #endif

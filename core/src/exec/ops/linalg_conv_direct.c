@@ -778,9 +778,8 @@ void bf__conv_direct(const bf__conv_params *cp, const float *x, const float *wt,
         return;
     }
 #endif
-    /* AVX2: the stride-1 plane as one run of 8-lane chunks (linalg_conv_dw8.c) */
-    if (cp->path == BF__CONV_DEPTHWISE && dc.avx2 && !dc.avx512 && bf__dw8_run(cp, x, wt, bias, act, y, g0, g1))
-        return;
+    /* AVX2: the plane as one run of 8-lane chunks, stride 1 or 2 (linalg_conv_dw8.c: at that level only) */
+    if (cp->path == BF__CONV_DEPTHWISE && bf__dw8_run(cp, x, wt, bias, act, y, g0, g1)) return;
     /* small maps: the images side by side in one product (whole steps;
      * the output channels in the lanes were tried first: linalg_conv.c,
      * conv_channels) */

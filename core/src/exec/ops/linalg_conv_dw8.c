@@ -1,7 +1,7 @@
-/* The stride-1 depthwise plane as one run of outputs on AVX2 (issue 33):
- * what linalg_conv_direct.c's dw_flat does on 16 lanes with mask
- * registers, on 8 lanes with vector masks, for the CPUs that stop at
- * AVX2. Row by row (dw2d_avx2), mobilenet_v2's 14x14 maps ran at 4-5
+/* The depthwise plane as one run of outputs on AVX2 (issue 33): what
+ * linalg_conv_direct.c's dw_flat does on 16 lanes with mask registers, on
+ * 8 lanes with vector masks, for the CPUs that stop at AVX2; stride 2
+ * through the input's four phases (below, dw8_phases). Row by row (dw2d_avx2), mobilenet_v2's 14x14 maps ran at 4-5
  * GFLOP/s, a third of ONNX Runtime's speed and a fifth on the 7x7 ones
  * (docs/perf/mobilenet/h41.md): every row of 14 or 7 outputs is two scalar
  * edges around a short inside, and dw2d_masked's one chunk a row waits on
@@ -120,18 +120,21 @@ __attribute__((target("avx2"))) static int dw8_table_make(const bf__window *w, d
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256i dr = _mm256_set1_epi32((int32_t)(8 / OW)), dc = _mm256_set1_epi32((int32_t)(8 % OW));
     const __m256i ow = _mm256_set1_epi32((int32_t)OW), one = _mm256_set1_epi32(1);
-    /* first the partial chunks' count, so that the buffer is asked for once */
+    /* first the partial chunks' count, so that the buffer is asked for once;
+     * then their masks */
     for (int pass = 0; pass < 2; pass++) {
         __m256i row = _mm256_loadu_si256((const __m256i *)r0), col = _mm256_loadu_si256((const __m256i *)c0);
         int64_t nf = 0, np = 0;
         for (int64_t c = 0; c < chunks; c++) {
             __m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)(osp - 8 * c)), lane);
             __m256i rs = s == 2 ? _mm256_add_epi32(row, row) : row, cs = s == 2 ? _mm256_add_epi32(col, col) : col;
-            for (int64_t kh = 0; kh < KH; kh++) rv[kh] = dw8_inside(rs, kh * w->d[1] - w->pb[1], IH);
-            for (int64_t kw = 0; kw < KW; kw++) cv[kw] = dw8_inside(cs, kw * w->d[2] - w->pb[2], IW);
-            __m256i all = in;
-            for (int64_t kh = 0; kh < KH; kh++)
-                for (int64_t kw = 0; kw < KW; kw++) all = _mm256_and_si256(all, _mm256_and_si256(rv[kh], cv[kw]));
+            /* full: the first and last kernel rows and columns inside for
+             * every lane (a tap's row and column move one way as kh and kw
+             * grow, so then every tap is) */
+            __m256i all = _mm256_and_si256(_mm256_and_si256(in, dw8_inside(rs, -w->pb[1], IH)),
+                                           dw8_inside(rs, (KH - 1) * w->d[1] - w->pb[1], IH));
+            all = _mm256_and_si256(_mm256_and_si256(all, dw8_inside(cs, -w->pb[2], IW)),
+                                   dw8_inside(cs, (KW - 1) * w->d[2] - w->pb[2], IW));
             int full = _mm256_movemask_ps(_mm256_castsi256_ps(all)) == 0xFF;
             if (pass == 1) {
                 if (full) {
@@ -139,6 +142,8 @@ __attribute__((target("avx2"))) static int dw8_table_make(const bf__window *w, d
                 } else {
                     __m256i *m = t->mask + np * taps;
                     t->part[np] = (int32_t)c;
+                    for (int64_t kh = 0; kh < KH; kh++) rv[kh] = dw8_inside(rs, kh * w->d[1] - w->pb[1], IH);
+                    for (int64_t kw = 0; kw < KW; kw++) cv[kw] = dw8_inside(cs, kw * w->d[2] - w->pb[2], IW);
                     for (int64_t kh = 0; kh < KH; kh++)
                         for (int64_t kw = 0; kw < KW; kw++)
                             m[kh * KW + kw] = _mm256_and_si256(in, _mm256_and_si256(rv[kh], cv[kw]));

@@ -183,6 +183,22 @@ typedef struct pw_gather {
     int64_t osp, img;        /* positions of an image; floats from one image to the next */
 } pw_gather;
 
+/* The runs of a panel's columns j0 .. j0 + nr that lie in one image each:
+ * run q is lanes first[q] .. first[q] + len[q], lane l of it reading
+ * src[q] + l; their count (at most 16). */
+static int pw_runs(const pw_gather *g, int j0, int nr, const float **src, int *first, int *len)
+{
+    int ns = 0;
+    for (int j = 0; j < nr; ns++) {
+        int64_t im = (j0 + j) / g->osp, o = (j0 + j) % g->osp;
+        len[ns] = g->osp - o < nr - j ? (int)(g->osp - o) : nr - j;
+        first[ns] = j;
+        src[ns] = g->x + im * g->img + o - j;
+        j += len[ns];
+    }
+    return ns;
+}
+
 /* panel[p * 16 + l] = column j0 + l's float of input channel p (0 past
  * nr): per run of the panel's columns that lies in one image, a masked
  * load (lanes outside the run neither read nor kept) */
@@ -190,16 +206,10 @@ AVX512 static void pw_pack(const void *ctx, int j0, int nr, int k, float *panel)
 {
     const pw_gather *g = ctx;
     const float *src[16];
+    int first[16], len[16];
     __mmask16 keep[16];
-    int ns = 0;
-    for (int j = 0; j < nr;) {
-        int64_t im = (j0 + j) / g->osp, o = (j0 + j) % g->osp;
-        int len = g->osp - o < nr - j ? (int)(g->osp - o) : nr - j;
-        src[ns] = g->x + im * g->img + o - j;   /* lane l of the run reads src + l */
-        keep[ns] = (__mmask16)(((1u << len) - 1u) << j);
-        ns++;
-        j += len;
-    }
+    int ns = pw_runs(g, j0, nr, src, first, len);
+    for (int q = 0; q < ns; q++) keep[q] = (__mmask16)(((1u << len[q]) - 1u) << first[q]);
     if (ns == 1 && nr == 16) {
         for (int p = 0; p < k; p++)
             _mm512_storeu_ps(panel + (int64_t)p * 16, _mm512_loadu_ps(src[0] + (int64_t)p * g->osp));
@@ -219,18 +229,14 @@ __attribute__((target("avx2"))) static void pw_pack_avx2(const void *ctx, int j0
 {
     const pw_gather *g = ctx;
     const float *src[16];
+    int first[16], len[16];
     __m256i keep[16][2];
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), lane8 = _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15);
-    int ns = 0;
-    for (int j = 0; j < nr;) {
-        int64_t im = (j0 + j) / g->osp, o = (j0 + j) % g->osp;
-        int len = g->osp - o < nr - j ? (int)(g->osp - o) : nr - j;
-        src[ns] = g->x + im * g->img + o - j;   /* lane l of the run reads src + l */
-        __m256i lo = _mm256_set1_epi32(j - 1), hi = _mm256_set1_epi32(j + len);
-        keep[ns][0] = _mm256_and_si256(_mm256_cmpgt_epi32(lane, lo), _mm256_cmpgt_epi32(hi, lane));
-        keep[ns][1] = _mm256_and_si256(_mm256_cmpgt_epi32(lane8, lo), _mm256_cmpgt_epi32(hi, lane8));
-        ns++;
-        j += len;
+    int ns = pw_runs(g, j0, nr, src, first, len);
+    for (int q = 0; q < ns; q++) {
+        __m256i lo = _mm256_set1_epi32(first[q] - 1), hi = _mm256_set1_epi32(first[q] + len[q]);
+        keep[q][0] = _mm256_and_si256(_mm256_cmpgt_epi32(lane, lo), _mm256_cmpgt_epi32(hi, lane));
+        keep[q][1] = _mm256_and_si256(_mm256_cmpgt_epi32(lane8, lo), _mm256_cmpgt_epi32(hi, lane8));
     }
     if (ns == 1 && nr == 16) {
         for (int p = 0; p < k; p++) {

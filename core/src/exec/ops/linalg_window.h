@@ -268,8 +268,8 @@ typedef struct bf__dw_flat {
 int bf__dw_flat_table(const bf__conv_params *cp, bf__dw_flat *t);
 void bf__conv_direct_dw(const bf__conv_params *cp, const bf__dw_flat *t, const float *x, const float *wt,
                         const float *bias, const bf__act *act, float *y);
-/* linalg_conv_dw8.c: the stride-1 depthwise plane as one run of outputs
- * on AVX2 (cp->simd BF_SGEMM_AVX2, bf__dw8_ok's shapes): images n, groups
+/* linalg_conv_dw8.c: the depthwise plane as one run of outputs on AVX2,
+ * stride 1 or 2 (cp->simd BF_SGEMM_AVX2, bf__dw8_ok's shapes): images n, groups
  * [g0, g1) (depthwise: one channel each), the activation before the store
  * (act->lo, act->hi; act->res not read), the bits of dw2d_impl. 1 when it
  * ran, 0 when it did not (y untouched: not its shape, or its table of
