@@ -112,8 +112,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bitflip-bench-bcast [IMAGES [ROUNDS [NAME]]]\n");
         return 2;
     }
-    if (bf__sgemm_best() < BF_SGEMM_AVX512) {
-        fprintf(stderr, "bitflip-bench-bcast: this CPU path has no AVX-512 (the kernel's only level)\n");
+    /* the stem kernel runs on AVX2 too (8 channels a vector); the bcast kernel on AVX-512 only */
+    int level = bf__sgemm_best();
+    if (level < BF_SGEMM_AVX2) {
+        fprintf(stderr, "bitflip-bench-bcast: this CPU path has neither AVX2 nor AVX-512 (the kernels' levels)\n");
         return 0;
     }
     static const shape shapes[] = {
@@ -144,13 +146,15 @@ int main(int argc, char **argv)
         }
         cp.n = imgs, cp.c = cp.cg = sh->c, cp.m = cp.mg = sh->m, cp.group = 1;
         cp.isp = (int64_t)sh->h * sh->h, cp.osp = (int64_t)oh * oh, cp.ksp = (int64_t)sh->k * sh->k;
-        cp.kc = cp.ksp * sh->c, cp.nb = 1, cp.has_bias = 1, cp.simd = BF_SGEMM_AVX512, cp.stem = 0;
+        cp.kc = cp.ksp * sh->c, cp.nb = 1, cp.has_bias = 1, cp.simd = level, cp.stem = 0;
         cp.off_cols = ((size_t)(cp.m * cp.kc) + 15) & ~(size_t)15;
-        cp.off_tmp = cp.off_cols;
+        /* AVX2's stride-2 path is im2col: one image's columns, then its product's row of zeros */
+        cp.off_tmp = level >= BF_SGEMM_AVX512 ? cp.off_cols : cp.off_cols + (size_t)(cp.kc * cp.osp);
         int64_t pi = bf__conv_packed_images(&cp);
         cp.scratch_floats = cp.off_cols + bf__conv_packed_floats(&cp, pi + bf__conv_bcast_images(&cp)) + bf__conv_bcast_floats(&cp) +
                             bf__conv_planes_floats(&cp) + 4096;
         cp.scratch_floats += cp.cg * bf__conv_padded_plane(w) + bf__conv_stem_floats(&cp);
+        if (level < BF_SGEMM_AVX512) cp.scratch_floats += (size_t)(cp.kc * cp.osp + cp.mg);
         if (bf__conv_stem_want(&cp)) {
             /* a first Conv (linalg_conv_stem.c) against bf__conv_packed's panels */
             bf__conv_params cq = cp;
@@ -162,6 +166,7 @@ int main(int argc, char **argv)
                    best[0] * 1e3, flop / best[0] * 1e-9, best[1] * 1e3, flop / best[1] * 1e-9, best[0] / best[1]);
             fflush(stdout);
         }
+        if (level < BF_SGEMM_AVX512) continue;
         if (!bf__conv_bcast_ok(&cp)) {
             printf("%s: not taken by bf__conv_bcast\n", sh->name);
             continue;

@@ -333,12 +333,14 @@ const conv_case cases[] = {
      * row block while the first runs) */
     {"bcast: 28x28, 64 channels, 2 images (two tiles a call), 80 rows (64 + 16), an Inf weight", 2, 64, 28, 28, 80, 1,
      3, 3, 1, 1, {1, 1, 1, 1}, 1, 1},
-    /* a first Conv (AVX-512, linalg_conv_stem.c: under 16 input channels, K
-     * up to 160, M a multiple of 16, horizontal stride 2): blocks of 12
-     * positions x 32 channels (16 x 16 for a last 16), tiles of 48
-     * positions stored through 16 x 16 transposes, a tile's last rows
-     * masked; blocks inside one output row read one pointer, the others
-     * (rows wrapping, 1 wide) a pointer a position */
+    /* a first Conv (linalg_conv_stem.c: under 16 input channels, K up to
+     * 160, M a multiple of 16 on AVX-512, of 8 on AVX2, horizontal stride
+     * 2): on AVX-512 blocks of 12 positions x 32 channels (16 x 16 for a
+     * last 16), on AVX2 6 x 16 (12 x 8 for a last 8), tiles of 48
+     * positions stored through 16 x 16 (8 x 8) transposes, a tile's last
+     * rows masked; blocks inside one output row read one pointer, the
+     * others (rows wrapping, 1 wide, past the image's end) a pointer a
+     * position */
     {"stem: 7x7 stride 2, 3 channels, 64 rows, 45x52, pads 3, 2 images, an Inf weight", 2, 3, 45, 52, 64, 1, 7, 7, 2, 1,
      {3, 3, 3, 3}, 1, 1},
     {"stem: 3x3 stride 2, 3 -> 48 (a last 16 rows), asymmetric pads, no bias", 1, 3, 37, 41, 48, 1, 3, 3, 2, 1,
@@ -346,6 +348,8 @@ const conv_case cases[] = {
     {"stem: 5x5 stride 2 dilation 2, 6 -> 16, K = 150", 1, 6, 29, 23, 16, 1, 5, 5, 2, 2, {2, 2, 1, 3}, 1, 1},
     {"stem: 3x3 stride 2, 1 wide output, 3 -> 32", 2, 3, 40, 2, 32, 1, 3, 3, 2, 1, {1, 1, 1, 0}, 1, 0},
     {"stem: groups 2 of 2 -> 16, 3x3 stride 2", 1, 4, 19, 19, 32, 2, 3, 3, 2, 1, {1, 1, 1, 1}, 1, 0},
+    {"stem: 3x3 stride 2, 3 -> 40 (AVX2: a last 8 rows), 31x29 (a last tile of 35), 3 images, an Inf weight", 3, 3, 61,
+     58, 40, 1, 3, 3, 2, 1, {1, 1, 1, 1}, 1, 1},
     {"1x1 stride 1 with bias (bias in the kernel)", 2, 17, 5, 7, 13, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 0},
     {"1x1 stride 1, no bias", 2, 17, 5, 7, 13, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, 0},
     {"1x1 stride 2", 1, 200, 20, 20, 8, 1, 1, 1, 2, 1, {0, 0, 0, 0}, 1, 0},

@@ -18,15 +18,16 @@
  *   - bitflip eval's plan (fused, one shared arena) against a plan that
  *     fuses nothing and shares nothing, at every CPU path
  *     (BITFLIP_SIMD=ref, avx2, avx512): the same outputs; the pairs
- *     run on AVX-512 only (3 of them), nowhere else. (Not BITFLIP_SIMD
+ *     run on AVX2 (8 channels a vector) and AVX-512 (16), 3 of them, not
+ *     at the reference. (Not BITFLIP_SIMD
  *     unset as well: that is the best path this CPU has, which one of the
  *     three already is, the same code on the same inputs.)
  *   - value faults on each value of a pair: on the Conv's output, its
  *     activation's or the pool's, that pair runs as steps; the outputs are
  *     the unfused plan's under the same fault. At the paths where pairs
- *     run: where none is marked (ref, avx2) a fault has no pair to split,
- *     and a fault on a fused Conv + activation with the reference's or
- *     AVX2's kernels is test_conv_fuse's (the split, level-independent
+ *     run: where none is marked (ref) a fault has no pair to split,
+ *     and a fault on a fused Conv + activation with the reference's
+ *     kernels is test_conv_fuse's (the split, level-independent
  *     planning) and test_conv_exact's (each path's kernels with each
  *     activation); the loop at ref was 90% of this test's CPU time
  *     (tests/README.md, "The sixteenth round").
@@ -35,8 +36,8 @@
  *     BatchNorm folded into its bias, Relu, MaxPool 3x3/2 pads 1, on 40x40
  *     images, then BasicBlocks): the plan marks and runs that one pair, the
  *     unfused plan's bytes, at batch 2 and 5, with value faults on the
- *     pair's three values as above; at BITFLIP_SIMD=avx2 it marks none and
- *     the bytes are the same. conformance_real checks the same file
+ *     pair's three values as above, at BITFLIP_SIMD=avx2 and at the best
+ *     path the CPU has. conformance_real checks the same file
  *     against PyTorch's outputs, the pair apart (its plans do not share an
  *     arena), so together they tie the pair to PyTorch's outputs on a real
  *     export, not only to our own steps on a graph built here.
@@ -126,31 +127,31 @@ static void pairs_match_steps(void **state)
     bf_model *m = graph();
     for (int l = 0; l < 3; l++) {
         setenv("BITFLIP_SIMD", levels[l], 1);
-        int avx512 = bf__sgemm_best() >= BF_SGEMM_AVX512;
+        int paired = bf__sgemm_best() >= BF_SGEMM_AVX2;   /* the stem kernel's levels */
         bf_plan *a = tg_plan(m, BATCH, 0, 0), *b = tg_plan(m, BATCH, 1, 1);
         const char *at = levels[l];
-        if (pairs_marked(b) != (avx512 ? 3u : 0u) || pairs_marked(a) != 0)
-            fail_msg("BITFLIP_SIMD=%s: %zu pairs marked, expected %d", at, pairs_marked(b), avx512 ? 3 : 0);
+        if (pairs_marked(b) != (paired ? 3u : 0u) || pairs_marked(a) != 0)
+            fail_msg("BITFLIP_SIMD=%s: %zu pairs marked, expected %d", at, pairs_marked(b), paired ? 3 : 0);
         pp_run(a), pp_run(b);
-        assert_int_equal(b->tab.n_stpool, avx512 ? 3 : 0);
+        assert_int_equal(b->tab.n_stpool, paired ? 3 : 0);
         assert_int_equal(b->tab.n_pwdw, 0);
         pp_same_outputs(a, b, at);
         print_message("BITFLIP_SIMD=%s: %zu pairs run, outputs the same bits\n", at, b->tab.n_stpool);
         /* value faults: on any value of a pair it runs as steps (where pairs run: the
-         * head comment says why not at ref and avx2) */
+         * head comment says why not at ref) */
         static const pp_vfault vf[] = {{"c1o", 2}, {"k1o", 2}, {"y1", 2},  {"c2o", 2}, {"k2o", 2},
                                        {"y2", 2},  {"k3o", 2}, {"y4", 3}, {"y5", 3}};
-        if (avx512) pp_faults_match(m, a, b, vf, sizeof vf / sizeof *vf, &b->tab.n_stpool, avx512, at);
+        if (paired) pp_faults_match(m, a, b, vf, sizeof vf / sizeof *vf, &b->tab.n_stpool, paired, at);
         unsetenv("BITFLIP_SIMD");
         bf_plan_free(a), bf_plan_free(b);
     }
     bf_model_free(m);
-    /* on a CPU without AVX-512 every level above lowered to AVX2 or less:
+    /* on a CPU without AVX2 every level above lowered to the reference:
      * no pair was run, so the test says so and counts as skipped, not passed
      * (as test_conv_pwdw's at_avx512) */
-    if (bf__sgemm_best() < BF_SGEMM_AVX512) {
-        print_message("test_conv_stpool: SKIP: no AVX-512 on this CPU, so the stem Conv + MaxPool pairs "
-                      "(linalg_conv_stpool.c, AVX-512 only) were not run; the ref and avx2 checks above ran "
+    if (bf__sgemm_best() < BF_SGEMM_AVX2) {
+        print_message("test_conv_stpool: SKIP: no AVX2 on this CPU, so the stem Conv + MaxPool pairs "
+                      "(linalg_conv_stpool.c, AVX2 and AVX-512) were not run; the ref checks above ran "
                       "(no pair marked, the unfused steps' bytes)\n");
         skip();
     }
@@ -162,21 +163,21 @@ static void real_export_pair(void **state)
     bf_model *m = NULL;
     bf_error err = {0};
     if (bf_model_load_file(BF_FIXTURES "/real/resnet_stem.onnx", &m, &err) != BF_OK) fail_msg("%s", err.msg);
-    /* AVX2 (no pair: the two plans' bytes the same all the same) and the best path this CPU has */
+    /* AVX2 (8 channels a vector) and the best path this CPU has (16 on AVX-512) */
     const char *levels[] = {"avx2", NULL};
     static const int64_t batches[] = {2, 5};
     for (int l = 0; l < 2; l++) {
         if (levels[l]) setenv("BITFLIP_SIMD", levels[l], 1);
         else unsetenv("BITFLIP_SIMD");
         const char *at = levels[l] ? levels[l] : "unset";
-        int avx512 = bf__sgemm_best() >= BF_SGEMM_AVX512;
+        int paired = bf__sgemm_best() >= BF_SGEMM_AVX2;
         for (size_t k = 0; k < sizeof batches / sizeof *batches; k++) {
             bf_plan *a = tg_plan(m, batches[k], 0, 0), *b = tg_plan(m, batches[k], 1, 1);
-            if (pairs_marked(b) != (avx512 ? 1u : 0u) || pairs_marked(a) != 0)
+            if (pairs_marked(b) != (paired ? 1u : 0u) || pairs_marked(a) != 0)
                 fail_msg("BITFLIP_SIMD=%s, resnet_stem at batch %d: %zu pairs marked, expected %d", at,
-                         (int)batches[k], pairs_marked(b), avx512);
+                         (int)batches[k], pairs_marked(b), paired);
             pp_run(a), pp_run(b);
-            assert_int_equal(b->tab.n_stpool, avx512 ? 1 : 0);
+            assert_int_equal(b->tab.n_stpool, paired ? 1 : 0);
             char what[64];
             snprintf(what, sizeof what, "BITFLIP_SIMD=%s, resnet_stem at batch %d", at, (int)batches[k]);
             pp_same_outputs(a, b, what);
@@ -184,7 +185,7 @@ static void real_export_pair(void **state)
                                            {"/relu/Relu_output_0", 0},
                                            {"/maxpool/MaxPool_output_0", 0},
                                            {"/layers/layers.0/layers.0.0/conv1/Conv_output_0", 1}};
-            pp_faults_match(m, a, b, vf, sizeof vf / sizeof *vf, &b->tab.n_stpool, avx512, at);
+            pp_faults_match(m, a, b, vf, sizeof vf / sizeof *vf, &b->tab.n_stpool, paired, at);
             print_message("BITFLIP_SIMD=%s, resnet_stem at batch %d: %zu pairs run, outputs the same bits\n", at,
                           (int)batches[k], b->tab.n_stpool);
             bf_plan_free(a), bf_plan_free(b);

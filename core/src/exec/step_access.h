@@ -249,14 +249,15 @@ int bf__conv_pwdw(const bf__ctx *pw, const bf__ctx *dw, float *buf, size_t buf_f
 int64_t bf__conv_stpool_pair(const bf__step *cv, const bf__step *pl);
 int bf__conv_stpool(const bf__ctx *cv, const bf__step *pl, float *buf, size_t buf_floats);
 /* linalg_pool.c: MaxPool over bands of input rows (linalg_conv_stpool.c).
- * bf__maxpool_band_ok: 1 when the step is a 2-D MaxPool whose planes run
- * the AVX-512 stride-2 loop at this level (undilated down the rows, so
- * a band of output rows reads a band of input rows);
+ * bf__maxpool_band_ok: 1 when the step is a 2-D MaxPool of horizontal
+ * stride 2 and the CPU path is AVX2 or AVX-512 (undilated down the rows,
+ * so a band of output rows reads a band of input rows);
  * bf__maxpool_band_rows: the input rows [*h0, *h1) output rows oh0 ..
  * oh1 read; bf__maxpool_band: output rows oh0 .. oh1 of one image's cn
  * planes y (channel c at y + c OH OW) from x channels-last, which holds
  * input row ih, column iw, channel c at x + ((ih - xr0) IW + iw) cn + c
- * (cn a multiple of 16); row: IW cn floats. The bits of the step's own
+ * (cn a multiple of 8: 16 channels a vector where cn is a multiple of 16
+ * on AVX-512, else 8); row: IW cn floats. The bits of the step's own
  * planes (maxpool_s2_plane's order). */
 int bf__maxpool_band_ok(const bf__step *st);
 void bf__maxpool_band_rows(const bf__step *st, int64_t oh0, int64_t oh1, int64_t *h0, int64_t *h1);

@@ -445,6 +445,17 @@ int bf__conv_fill_planes_ok(const bf__conv_params *cp)
 #endif
 }
 
+void bf__conv_copy_planes(const bf__conv_params *cp, const float *xg, int64_t ni, float *buf, int64_t plane)
+{
+    const bf__window *w = &cp->w;
+    int64_t wp = w->in[2] + w->pb[2] + w->pe[2];
+    for (int64_t i = 0; i < ni; i++)
+        for (int64_t c = 0; c < cp->cg; c++)
+            for (int64_t ih = 0; ih < w->in[1]; ih++)
+                memcpy(buf + (i * cp->cg + c) * plane + (ih + w->pb[1]) * wp + w->pb[2],
+                       xg + i * cp->c * cp->isp + c * cp->isp + ih * w->in[2], sizeof(float) * (size_t)w->in[2]);
+}
+
 void bf__conv_fill_planes(const bf__conv_params *cp, const float *xg, int64_t ni, float *buf, int64_t plane)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -484,8 +495,11 @@ int bf__conv_packed_wpk(const bf__conv_params *cp, const float *x, const float *
     if (cp->simd < BF_SGEMM_AVX2 || cp->nb != 1) return 0;
     int64_t wp = w->in[2] + w->pb[2] + w->pe[2], plane = bf__conv_padded_plane(w);
     size_t room = cp->scratch_floats - cp->off_cols;
-    /* horizontal stride 2: panels from the padded planes too (AVX-512's permutes) */
-    int s2 = !bf__conv_padded_ok(w) && cp->simd >= BF_SGEMM_AVX512 && bf__conv_strided_ok(w);
+    /* horizontal stride 2: panels from the padded planes too (AVX-512's
+     * permutes); on AVX2 the planes feed only a first Conv's kernel
+     * (linalg_conv_stem.c, cp->stem implies the shape), the rest im2col */
+    int s2 = !bf__conv_padded_ok(w) && bf__conv_strided_ok(w) &&
+             (cp->simd >= BF_SGEMM_AVX512 || (cp->stem && ch < 0 && !(act && act->res)));
     int padded = bf__conv_padded_ok(w) || s2;
     /* several images side by side in one product where a map is small:
      * more columns, fewer padding lanes in the last panels */
@@ -510,6 +524,7 @@ int bf__conv_packed_wpk(const bf__conv_params *cp, const float *x, const float *
     int stem = padded && !bcast && ch < 0 && cp->stem && !(act && act->res) &&
                (size_t)((cp->cg * plane + 15) & ~(int64_t)15) + sfl + (size_t)cp->mg + 16 <= room;
     if (stem) imgs = 1, direct = 0;
+    if (s2 && cp->simd < BF_SGEMM_AVX512 && !stem) s2 = 0, padded = 0, imgs = 1;   /* no AVX2 panels of stride 2 */
     /* stride 2 and no padding (resnet18's 1x1/2 downsamples): the padded
      * planes would be x's own channels, of which the panels read every
      * other row; so the panels are gathered from x in place, nothing
@@ -551,11 +566,7 @@ int bf__conv_packed_wpk(const bf__conv_params *cp, const float *x, const float *
             int64_t ni = cp->n - n < imgs ? cp->n - n : imgs;
             if (filled) bf__conv_fill_planes(cp, xg, ni, buf, plane);
             /* the borders stay zero from the memset: only the inside changes per image */
-            for (int64_t i = 0; !inplace && !filled && i < ni; i++)
-                for (int64_t c = 0; c < cp->cg; c++)
-                    for (int64_t ih = 0; ih < w->in[1]; ih++)
-                        memcpy(buf + (i * cp->cg + c) * plane + (ih + w->pb[1]) * wp + w->pb[2],
-                               xg + i * cp->c * cp->isp + c * cp->isp + ih * w->in[2], sizeof(float) * (size_t)w->in[2]);
+            if (!inplace && !filled) bf__conv_copy_planes(cp, xg, ni, buf, plane);
             if (direct) {
                 bf__conv_planes(cp, a, nj, buf, bv, kact, yg);
                 continue;

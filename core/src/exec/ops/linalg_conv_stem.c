@@ -1,6 +1,6 @@
 /* A network's first Conv, few input channels and a short K (resnet18's
  * 7x7/2 3 -> 64, K = 147; mobilenet_v2's 3x3/2 3 -> 32, K = 27), on
- * AVX-512 with the output channels in the vector lanes and the input
+ * AVX-512 (and AVX2, 8 lanes: st8_block below) with the output channels in the vector lanes and the input
  * broadcast, as linalg_conv_bcast.c does for the deep Convs, but with the
  * whole K in registers at once and the outputs stored through 16 x 16
  * transposes instead of scattered (docs/perf/conv.md, "The stem and the
@@ -62,6 +62,7 @@ typedef struct stem_job {
     const bf__act *act;      /* NULL: none (never a residual) */
     const int32_t *off;      /* k term p's offset from a position's first float */
     int64_t kc, osp, ow, sh, sw, wp;
+    const float *xlast;      /* the image's last position's first float (st8_block's positions past the end) */
 } stem_job;
 
 /* positions q0 .. q0 + NP (those past the image's last read its last one,
@@ -141,7 +142,99 @@ AVX512 static void st_store_cl(const float *tile, int nv, int64_t n, float *y, i
     for (int64_t i = 0; i < n; i++)
         for (int v = 0; v < nv; v++) _mm512_storeu_ps(y + i * ps + 16 * v, _mm512_loadu_ps(tile + i * ST_TW + 16 * v));
 }
+
+/* The same blocks on AVX2: vectors of 8 output channels, 16 registers. A
+ * block of 6 positions x 2 vectors holds 12 sums, 2 weights and a
+ * broadcast (15 of the 16): per k 8 loads (2 of weights, 6 broadcasts)
+ * for 12 multiply-adds, which two load ports serve in the 6 cycles the two
+ * FMA pipes take; 12 x 1 for a last 8 channels. The chain, epilogue and
+ * tile layout (a row of ST_TW8 floats: a position's 16 channels) as the
+ * 16-lane blocks', so the same bits. Without it an AVX2 machine ran
+ * resnet18's 7x7/2 stem through the column matrix and 6-row blocks at
+ * about half the FMA pipes' rate (docs/perf/conv/h42.md, h42-stem). */
+#define AVX2F __attribute__((target("avx2,fma")))
+#define ST_TW8 (8 * ST_NV)
+
+#define ST8_BLOCK(NP, NV, SW)                                                                                        \
+    AVX2F static void st8_##NP##_##NV##_##SW(const stem_job *j, const float *wb, int64_t q0, int64_t oh, int64_t ow,  \
+                                             float *tile)                                                            \
+    {                                                                                                                \
+        __m256 s[NP][NV];                                                                                            \
+        const float *xb[NP];                                                                                         \
+        _Pragma("GCC unroll 16") for (int i = 0; i < NP; i++) {                                                      \
+            xb[i] = q0 + i < j->osp ? j->xp + oh * j->sh * j->wp + ow * j->sw : j->xlast;                            \
+            if (++ow == j->ow) ow = 0, oh++;                                                                         \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) s[i][v] = _mm256_setzero_ps();                      \
+        }                                                                                                            \
+        const float *x0 = xb[0];                                                                                     \
+        const float *wk = wb;                                                                                        \
+        for (int64_t p = 0; p < j->kc; p++, wk += 8 * NV) {                                                          \
+            int64_t o = j->off[p];                                                                                   \
+            __m256 wv[NV];                                                                                           \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) wv[v] = _mm256_loadu_ps(wk + 8 * v);                \
+            _Pragma("GCC unroll 16") for (int i = 0; i < NP; i++) {                                                  \
+                __m256 xv = _mm256_broadcast_ss(SW ? x0 + o + i * SW : xb[i] + o);                                   \
+                _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) s[i][v] = _mm256_fmadd_ps(wv[v], xv, s[i][v]);  \
+            }                                                                                                        \
+        }                                                                                                            \
+        const bf__act *act = j->act;                                                                                 \
+        const __m256 one = _mm256_set1_ps(1.0f);                                                                     \
+        const __m256 lo = _mm256_set1_ps(act ? act->lo : 0.0f), hi = _mm256_set1_ps(act ? act->hi : 0.0f);           \
+        _Pragma("GCC unroll 16") for (int i = 0; i < NP; i++)                                                        \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                                   \
+            __m256 t = _mm256_add_ps(_mm256_mul_ps(one, s[i][v]), _mm256_loadu_ps(j->bias + 8 * v));                 \
+            if (act) t = _mm256_min_ps(hi, _mm256_max_ps(lo, t));                                                    \
+            _mm256_storeu_ps(tile + i * ST_TW8 + 8 * v, t);                                                          \
+        }                                                                                                            \
+    }
+#define ST8_BLOCKS(NP, NV) ST8_BLOCK(NP, NV, 0) ST8_BLOCK(NP, NV, 1) ST8_BLOCK(NP, NV, 2)
+
+ST8_BLOCKS(6, 2)
+ST8_BLOCKS(12, 1)
+
+/* positions q0 .. q0 + np, q0 at output row oh, column ow: no division
+ * (at K = 27, mobilenet_v2's stem, a block's two 64-bit divisions cost
+ * about half its multiply-adds' cycles) */
+#define ST8_CALL(NP, NV)                                                                                             \
+    (sw == 1 && row ? st8_##NP##_##NV##_1 : sw == 2 && row ? st8_##NP##_##NV##_2 : st8_##NP##_##NV##_0)(j, wb, q0, oh, \
+                                                                                                       ow, tile)
+AVX2F static int st8_block(const stem_job *j, int nv, const float *wb, int64_t q0, int64_t oh, int64_t ow, float *tile)
+{
+    int np = nv == 2 ? 6 : 12;
+    int64_t sw = j->sw;
+    int row = ow + np <= j->ow && q0 + np <= j->osp;
+    if (nv == 2) ST8_CALL(6, 2);
+    else ST8_CALL(12, 1);
+    return np;
+}
+
+/* tile rows 0 .. n (positions t0 ..), channels 8 v .. 8 v + 8 of the row
+ * block: to y's planes (channel c at y + c osp), n <= 8 */
+AVX2F static void st8_store(const float *tile, int v, int64_t n, float *y, int64_t osp)
+{
+    for (int c = 0; c < 8; c++) _mm_prefetch((const char *)(y + (8 * v + c) * osp + ST_YPF), _MM_HINT_T0);
+    if (n >= 8) {
+        bf__transpose8(tile + 8 * v, ST_TW8, y + 8 * v * osp, osp);
+        return;
+    }
+    float t[64];
+    bf__transpose8(tile + 8 * v, ST_TW8, t, 8);
+    for (int c = 0; c < 8; c++) memcpy(y + (8 * v + c) * osp, t + 8 * c, sizeof(float) * (size_t)n);
+}
+
+/* st_store_cl's moves, 8 channels a vector */
+AVX2F static void st8_store_cl(const float *tile, int nv, int64_t n, float *y, int64_t ps)
+{
+    for (int64_t i = 0; i < n; i++)
+        for (int v = 0; v < nv; v++) _mm256_storeu_ps(y + i * ps + 8 * v, _mm256_loadu_ps(tile + i * ST_TW8 + 8 * v));
+}
 #endif
+
+/* the channels a vector at the product's level */
+static int st_lanes(const bf__conv_params *cp)
+{
+    return cp->simd >= BF_SGEMM_AVX512 ? 16 : 8;
+}
 
 int bf__conv_stem_want(const bf__conv_params *cp)
 {
@@ -150,9 +243,10 @@ int bf__conv_stem_want(const bf__conv_params *cp)
     /* horizontal stride 2 (stride 1 few-channel Convs were not measured) */
     int s2 = !bf__conv_padded_ok(w) && bf__conv_strided_ok(w);
     /* few input channels (under one block of 16: K is then tap-major,
-     * channel inner), a short K, 16 channels a vector; int32 offsets */
-    return cp->simd >= BF_SGEMM_AVX512 && cp->nb == 1 && cp->kc > 0 && cp->kc <= ST_KMAX && cp->cg < BF__CONV_CBLOCK &&
-           cp->mg % 16 == 0 && s2 &&
+     * channel inner), a short K, whole vectors of channels (16 on
+     * AVX-512, 8 on AVX2); int32 offsets */
+    return cp->simd >= BF_SGEMM_AVX2 && cp->nb == 1 && cp->kc > 0 && cp->kc <= ST_KMAX && cp->cg < BF__CONV_CBLOCK &&
+           cp->mg % st_lanes(cp) == 0 && s2 &&
            (double)cp->cg * (double)bf__conv_padded_plane(w) < (double)INT32_MAX;
 #else
     (void)cp;
@@ -176,18 +270,20 @@ static void st_offsets(const bf__conv_params *cp, int32_t *off)
             off[bf__conv_krow(cp, c, tap)] = (int32_t)(c * plane + tap / w->k[2] * w->d[1] * wp + tap % w->k[2] * w->d[2]);
 }
 
-/* the row block's weights (rows r0 .. r0 + 16 nv) as [k][16 nv], k in the chain's order: moves only */
+/* the row block's weights (rows r0 .. r0 + L nv, L st_lanes) as [k][L nv], k in the chain's order: moves only */
 static void st_pack(const bf__conv_params *cp, const float *wt, int64_t r0, int nv, float *wb)
 {
-    for (int64_t r = 0; r < 16 * nv; r++)
+    int64_t rn = st_lanes(cp) * nv;
+    for (int64_t r = 0; r < rn; r++)
         for (int64_t c = 0; c < cp->cg; c++)
             for (int64_t tap = 0; tap < cp->ksp; tap++)
-                wb[bf__conv_krow(cp, c, tap) * 16 * nv + r] = wt[(r0 + r) * cp->kc + c * cp->ksp + tap];
+                wb[bf__conv_krow(cp, c, tap) * rn + r] = wt[(r0 + r) * cp->kc + c * cp->ksp + tap];
 }
 
 static int st_nv(const bf__conv_params *cp, int64_t r0)
 {
-    return cp->mg - r0 >= 16 * ST_NV ? ST_NV : (int)((cp->mg - r0) / 16);
+    int64_t l = st_lanes(cp);
+    return cp->mg - r0 >= l * ST_NV ? ST_NV : (int)((cp->mg - r0) / l);
 }
 
 /* positions q0 .. q1 of the row block r0 (weights wb packed by st_pack)
@@ -199,16 +295,29 @@ static void st_rows(const bf__conv_params *cp, const float *xp, const int32_t *o
                     int64_t ys, int cl)
 {
     const bf__window *w = &cp->w;
-    stem_job j = {xp, bias + r0, act, off, cp->kc, cp->osp, w->out[2], w->s[1], w->s[2], w->in[2] + w->pb[2] + w->pe[2]};
+    int64_t wp = w->in[2] + w->pb[2] + w->pe[2], ow_n = w->out[2];
+    stem_job j = {xp, bias + r0, act, off, cp->kc, cp->osp, ow_n, w->s[1], w->s[2], wp,
+                  xp + (cp->osp - 1) / ow_n * w->s[1] * wp + (cp->osp - 1) % ow_n * w->s[2]};
+    int wide = st_lanes(cp) == 16;
+    int64_t tw = wide ? ST_TW : ST_TW8, l = st_lanes(cp);
+    int64_t oh = q0 / ow_n, ow = q0 % ow_n;   /* the next block's first position */
     for (int64_t t0 = q0; t0 < q1; t0 += ST_TILE) {
         int64_t n = q1 - t0 < ST_TILE ? q1 - t0 : ST_TILE;
-        for (int64_t q = 0; q < n;) q += st_block(&j, nv, wb, t0 + q, tile + q * ST_TW);
+        for (int64_t q = 0; q < n;) {
+            int np = wide ? st_block(&j, nv, wb, t0 + q, tile + q * tw) : st8_block(&j, nv, wb, t0 + q, oh, ow, tile + q * tw);
+            q += np, ow += np;
+            while (ow >= ow_n) ow -= ow_n, oh++;
+        }
         if (cl) {
-            st_store_cl(tile, nv, n, yr + (t0 - q0) * ys, ys);
+            if (wide) st_store_cl(tile, nv, n, yr + (t0 - q0) * ys, ys);
+            else st8_store_cl(tile, nv, n, yr + (t0 - q0) * ys, ys);
             continue;
         }
-        for (int64_t q = 0; q < n; q += 16)
-            for (int v = 0; v < nv; v++) st_store(tile + q * ST_TW, v, n - q, yr + (t0 - q0) + q, ys);
+        for (int64_t q = 0; q < n; q += l)
+            for (int v = 0; v < nv; v++) {
+                if (wide) st_store(tile + q * tw, v, n - q, yr + (t0 - q0) + q, ys);
+                else st8_store(tile + q * tw, v, n - q, yr + (t0 - q0) + q, ys);
+            }
     }
 }
 #endif
@@ -222,7 +331,7 @@ void bf__conv_stem(const bf__conv_params *cp, const float *wt, const float *xp, 
     int32_t *off = (int32_t *)(tile + ST_TILE * ST_TW);
     st_offsets(cp, off);
     memset(tile, 0, sizeof(float) * ST_TILE * ST_TW);   /* rows past the image's end: stored nowhere, but defined */
-    for (int64_t r0 = 0; r0 < cp->mg; r0 += 16 * ST_NV) {
+    for (int64_t r0 = 0; r0 < cp->mg; r0 += st_lanes(cp) * ST_NV) {
         int nv = st_nv(cp, r0);
         st_pack(cp, wt, r0, nv, wb);
         st_rows(cp, xp, off, wb, tile, bias, act, r0, nv, 0, osp, y + r0 * osp, osp, 0);
@@ -248,7 +357,7 @@ void bf__conv_stem_band_prep(const bf__conv_params *cp, const float *wt, float *
     float *tile = buf + cp->kc * cp->mg;
     st_offsets(cp, (int32_t *)(tile + ST_TILE * ST_TW));
     memset(tile, 0, sizeof(float) * ST_TILE * ST_TW);
-    for (int64_t r0 = 0; r0 < cp->mg; r0 += 16 * ST_NV) st_pack(cp, wt, r0, st_nv(cp, r0), buf + r0 * cp->kc);
+    for (int64_t r0 = 0; r0 < cp->mg; r0 += st_lanes(cp) * ST_NV) st_pack(cp, wt, r0, st_nv(cp, r0), buf + r0 * cp->kc);
 #else
     (void)cp, (void)wt, (void)buf;
 #endif
@@ -261,7 +370,7 @@ void bf__conv_stem_band(const bf__conv_params *cp, const float *xp, float *buf, 
     float *tile = buf + cp->kc * cp->mg;
     const int32_t *off = (const int32_t *)(tile + ST_TILE * ST_TW);
     int64_t ow = cp->w.out[2];
-    for (int64_t r0 = 0; r0 < cp->mg; r0 += 16 * ST_NV)
+    for (int64_t r0 = 0; r0 < cp->mg; r0 += st_lanes(cp) * ST_NV)
         st_rows(cp, xp, off, buf + r0 * cp->kc, tile, bias, act, r0, st_nv(cp, r0), h0 * ow, h1 * ow, y + r0, ps, 1);
 #else
     (void)cp, (void)xp, (void)buf, (void)bias, (void)act, (void)h0, (void)h1, (void)y, (void)ps;

@@ -24,7 +24,7 @@
  * epilogue (bf__conv_stem_band: the same blocks over any rows, stored
  * elsewhere), and each pool output maxpool_s2_plane's separable order
  * over the same floats, lane for lane (bf__maxpool_band: the window's rows
- * in order, then its columns in order, 16 channels a vector). A pool row whose window spans two bands
+ * in order, then its columns in order, 16 channels a vector, or 8 on AVX2). A pool row whose window spans two bands
  * finds the rows of the earlier band moved to the top of the buffer, the
  * same floats. test_conv_stpool checks the pair's outputs against the
  * steps run apart. */
@@ -52,13 +52,12 @@ typedef struct stpool_shape {
     int64_t stem;     /* floats of the stem kernel's buffer (a multiple of 16) */
 } stpool_shape;
 
-/* 0 when the pair is not this one's: the stem kernel on one group, the
- * planes written whole, a MaxPool of the stem's output whose planes run
- * the 16-lane loop at this level */
+/* 0 when the pair is not this one's: the stem kernel on one group (AVX2
+ * or AVX-512: cp->stem), a MaxPool of the stem's output whose band loop
+ * runs at this level (bf__maxpool_band_ok) */
 static int shape_of(const bf__conv_params *cp, const bf__step *pl, stpool_shape *sh)
 {
-    if (!cp->stem || cp->group != 1 || cp->n < 1 || cp->simd < BF_SGEMM_AVX512 || !bf__conv_fill_planes_ok(cp))
-        return 0;
+    if (!cp->stem || cp->group != 1 || cp->n < 1) return 0;
     if (!bf__maxpool_band_ok(pl)) return 0;
     const bf_tensor *x = pl->in[0];
     int64_t isp, osp, oh = cp->w.out[1], ow = cp->w.out[2];
@@ -119,8 +118,12 @@ int bf__conv_stpool(const bf__ctx *cv, const bf__step *pl, float *buf, size_t bu
     int64_t poh = pl->out[0]->dims[2], posp = poh * pl->out[0]->dims[3];
     if (!bias) memset(zeros, 0, sizeof(float) * (size_t)cp->m);
     bf__conv_stem_band_prep(cp, wt, sb);
+    /* the planes written whole (AVX-512), else their borders zeroed once and their insides copied per image */
+    int filled = bf__conv_fill_planes_ok(cp);
+    if (!filled) memset(planes, 0, sizeof(float) * (size_t)(cp->cg * plane));
     for (int64_t n = 0; n < cp->n; n++) {
-        bf__conv_fill_planes(cp, x + n * cp->c * cp->isp, 1, planes, plane);
+        if (filled) bf__conv_fill_planes(cp, x + n * cp->c * cp->isp, 1, planes, plane);
+        else bf__conv_copy_planes(cp, x + n * cp->c * cp->isp, 1, planes, plane);
         int64_t b0 = 0, b1 = 0;   /* the stem rows the band holds */
         for (int64_t o = 0; o < poh; o += sh.pb) {
             int64_t o1 = o + sh.pb < poh ? o + sh.pb : poh, h0, h1;

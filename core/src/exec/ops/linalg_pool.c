@@ -316,7 +316,7 @@ int bf__maxpool_band_ok(const bf__step *st)
 #if defined(__x86_64__) && defined(__GNUC__)
     if (st->node->op->run != bf__pool_run) return 0;
     const pool_params *pp = st->params;
-    return pool_level() >= 2 && pool_s2_ok(pp) && !pool_is_max2x2(pp) && pp->w.d[1] == 1 && pp->w.in[1] > 0 &&
+    return pool_level() >= 1 && pool_s2_ok(pp) && !pool_is_max2x2(pp) && pp->w.d[1] == 1 && pp->w.in[1] > 0 &&
            pp->w.out[1] > 0;
 #else
     (void)st;
@@ -394,13 +394,67 @@ POOL512 static void maxpool_cl(const pool_params *pp, const float *restrict x, i
         }
     }
 }
+
+/* maxpool_cl on AVX2: 8 channels a vector, the same operations lane for
+ * lane (max_nan8 is max_nan16's comparison and choice), the outputs
+ * gathered 8 positions x 8 channels and stored through bf__transpose8 */
+__attribute__((target("avx2"))) static inline __m256 max_nan8(__m256 m, __m256 v)
+{
+    __m256 k = _mm256_or_ps(_mm256_cmp_ps(v, m, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    return _mm256_blendv_ps(m, v, k);
+}
+
+__attribute__((target("avx2"))) static void maxpool_cl8(const pool_params *pp, const float *restrict x, int64_t xr0,
+                                                        int64_t oh0, int64_t oh1, int64_t cn, float *restrict y,
+                                                        float *restrict row)
+{
+    const bf__window *w = &pp->w;
+    int64_t IW = w->in[2], OW = w->out[2], osp = w->out[1] * OW;
+    float t[64], o[64];
+    for (int64_t oh = oh0; oh < oh1; oh++) {
+        int64_t h0, h1, hfull;
+        window_at(w, 1, oh, &h0, &h1, &hfull);
+        if (h0 < h1)
+            for (int64_t i = 0; i < IW * cn; i += 8) {
+                __m256 v = _mm256_loadu_ps(x + (h0 - xr0) * IW * cn + i);
+                for (int64_t ih = h0 + w->d[1]; ih < h1; ih += w->d[1])
+                    v = max_nan8(v, _mm256_loadu_ps(x + (ih - xr0) * IW * cn + i));
+                _mm256_storeu_ps(row + i, v);
+            }
+        for (int64_t cb = 0; cb < cn; cb += 8)
+            for (int64_t ow0 = 0; ow0 < OW; ow0 += 8) {
+                int64_t n = OW - ow0 < 8 ? OW - ow0 : 8;
+                for (int64_t j = 0; j < 8; j++) {
+                    int64_t w0 = 0, w1 = 0, wfull;
+                    if (j < n && h0 < h1) window_at(w, 2, ow0 + j, &w0, &w1, &wfull);
+                    if (w0 >= w1) {   /* past the row's end, or no tap inside: an empty max */
+                        _mm256_storeu_ps(t + 8 * j, _mm256_set1_ps(j < n ? -INFINITY : 0.0f));
+                        continue;
+                    }
+                    __m256 v = _mm256_loadu_ps(row + w0 * cn + cb);
+                    for (int64_t iw = w0 + 1; iw < w1; iw++) v = max_nan8(v, _mm256_loadu_ps(row + iw * cn + cb));
+                    _mm256_storeu_ps(t + 8 * j, v);
+                }
+                float *yc = y + cb * osp + oh * OW + ow0;
+                for (int c = 0; c < 8; c++) _mm_prefetch((const char *)(yc + c * osp + MP_YPF), _MM_HINT_T0);
+                if (n == 8) {
+                    bf__transpose8(t, 8, yc, osp);
+                    continue;
+                }
+                bf__transpose8(t, 8, o, 8);
+                for (int c = 0; c < 8; c++) memcpy(yc + c * osp, o + 8 * c, sizeof(float) * (size_t)n);
+            }
+    }
+}
 #endif
 
 void bf__maxpool_band(const bf__step *st, const float *x, int64_t xr0, int64_t oh0, int64_t oh1, int64_t cn, float *y,
                       float *row)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    maxpool_cl(st->params, x, xr0, oh0, oh1, cn, y, row);
+    /* 16 lanes where the channels come in 16s and the CPU has them (the stem's own choice, st_lanes) */
+    if (cn % 16 == 0 && pool_level() >= 2) maxpool_cl(st->params, x, xr0, oh0, oh1, cn, y, row);
+    else maxpool_cl8(st->params, x, xr0, oh0, oh1, cn, y, row);
 #else
     (void)st, (void)x, (void)xr0, (void)oh0, (void)oh1, (void)cn, (void)y, (void)row;
 #endif

@@ -215,10 +215,10 @@ int bf__dw_row16_ok(const bf__window *w);
 void bf__dw_row16_5x5(const bf__window *w, const float *x, const float *wk, float bv, const bf__act *act,
                       float *y);
 /* linalg_conv_stem.c: a first Conv (under 16 input channels, K up to
- * 160, mg a multiple of 16) of bf__conv_packed's padded planes on AVX-512,
- * the output channels in the lanes, the whole K in registers, the outputs
- * stored through 16 x 16 transposes: the bits bf__conv_packed's product
- * gives. bf__conv_stem_want: the shapes and level prepare gives it;
+ * 160, horizontal stride 2, mg a multiple of 16 on AVX-512, of 8 on AVX2)
+ * of bf__conv_packed's padded planes, the output channels in the lanes,
+ * the whole K in registers, the outputs stored through 16 x 16 (8 x 8)
+ * transposes: the bits bf__conv_packed's product gives. bf__conv_stem_want: the shapes and level prepare gives it;
  * bf__conv_stem: every channel of the group of one image whose planes are
  * xp; wt: the group's weights as stored; buf: bf__conv_stem_floats of
  * scratch; bias: mg floats; act without a residual. */
@@ -242,6 +242,9 @@ void bf__conv_stem_band(const bf__conv_params *cp, const float *xp, float *buf, 
  * floats apart, borders +0. */
 int bf__conv_fill_planes_ok(const bf__conv_params *cp);
 void bf__conv_fill_planes(const bf__conv_params *cp, const float *xg, int64_t ni, float *buf, int64_t plane);
+/* Elsewhere the planes' insides only (their borders zeroed once by the
+ * caller): ni images' rows from xg into buf, plane floats apart. */
+void bf__conv_copy_planes(const bf__conv_params *cp, const float *xg, int64_t ni, float *buf, int64_t plane);
 /* linalg_conv_gemm.c: one channel (ch >= 0) of a stride-1, undilated 2-D
  * Conv summed over windows of padded planes; 0 when the shape does not
  * qualify or the scratch is too small. */
