@@ -5,8 +5,10 @@
 /* W packed once, as a plan passes the model's copy of a weight to the
  * step (bf__ctx.packed; base/wpack.h): the output-channel lanes kernels
  * (linalg_conv_bcast.c; linalg_conv_pwlanes.c for 1x1) then read that
- * copy instead of packing W a chunk at a time; every other path ignores
- * it. Every case on every CPU path, bare, with an activation, and with a
+ * copy instead of packing W a chunk at a time, and on AVX2 the panels'
+ * product reads W reordered once (bf__conv_reorder: the "3x3 stride 1"
+ * cases must take it there) instead of reordering it per call; every
+ * other path ignores it. Every case on every CPU path, bare, with an activation, and with a
  * residual as the Add's A (Relu) and as its B (alone): the reference's
  * bits, as without the copy. Where the CPU has AVX-512, the "bcast:" and
  * "1x1 lanes:" cases (row blocks of 4, 3, 2 vectors, K in chunks, groups)
@@ -53,6 +55,9 @@ void conv_packed_weights_match_reference(void **state)
                 if ((bc || !strncmp(k->what, "1x1 lanes:", 10)) && (!levels[l] || !strcmp(levels[l], "avx512")) &&
                     bf__sgemm_best() >= BF_SGEMM_AVX512 && took != !(bc && k->special == 1))
                     fail_msg("%s: %s of W packed once at AVX-512", k->what, took ? "a copy" : "no copy");
+                if (levels[l] && !strcmp(levels[l], "avx2") && bf__sgemm_best() >= BF_SGEMM_AVX2 &&
+                    !strncmp(k->what, "3x3 stride 1", 12) && !took)
+                    fail_msg("%s: no copy of W reordered at AVX2", k->what);
                 const float *got = out.data;
                 for (int64_t e = 0; e < p.numel; e++)
                     if (memcmp(&got[e], &want[e], sizeof(float)) != 0)

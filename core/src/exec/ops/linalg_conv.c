@@ -227,37 +227,53 @@ size_t bf__conv_psum_of(const bf__step *st, int64_t *block, int64_t *chunk)
  * one. The estimate's bytes are those of every step that would take one
  * on AVX-512, whatever this CPU has, as the products' are (an upper
  * bound). */
+enum { PACK_BCAST, PACK_LANES1X1, PACK_REORDER };   /* whose copy: linalg_conv_bcast.c's, pwlanes.c's, the AVX2 panels' */
 typedef struct conv_pack_job {
     const bf__conv_params *cp;
     const float *wt;
-    int lanes1x1;   /* the copy is linalg_conv_pwlanes.c's, else linalg_conv_bcast.c's */
+    int kind;
 } conv_pack_job;
 
 static int conv_pack_fill(const void *ctx, float *out)
 {
     const conv_pack_job *j = ctx;
-    return j->lanes1x1 ? bf__conv_pwl_pack(j->cp, j->wt, out) : bf__conv_bcast_pack(j->cp, j->wt, out);
+    return j->kind == PACK_LANES1X1 ? bf__conv_pwl_pack(j->cp, j->wt, out)
+           : j->kind == PACK_REORDER ? bf__conv_reorder(j->cp, j->wt, out)
+                                     : bf__conv_bcast_pack(j->cp, j->wt, out);
 }
 
-/* the floats of a step's copy: the 1x1 lanes' (unit or strided), or the
- * larger kernels' lanes' (bcast; never both: a strided 1x1 goes to the
- * 1x1 lanes only where bcast did not take it) */
+/* the kind of a step's copy: the 1x1 lanes' (unit or strided), the larger
+ * kernels' lanes' (bcast; never both: a strided 1x1 goes to the 1x1 lanes
+ * only where bcast did not take it), or W reordered for AVX2's panels
+ * (bf__conv_reorder_floats: none of the others') */
+static int conv_pack_kind(const bf__conv_params *cp)
+{
+    return bf__conv_pwl_pack_floats(cp) ? PACK_LANES1X1 : bf__conv_reorder_floats(cp) ? PACK_REORDER : PACK_BCAST;
+}
+
 static size_t conv_pack_floats(const bf__conv_params *cp)
 {
-    size_t pw = bf__conv_pwl_pack_floats(cp);
-    return pw ? pw : cp->path == BF__CONV_IM2COL ? bf__conv_bcast_pack_floats(cp) : 0;
+    size_t pw = bf__conv_pwl_pack_floats(cp), ro = bf__conv_reorder_floats(cp);
+    return pw ? pw : ro ? ro : cp->path == BF__CONV_IM2COL ? bf__conv_bcast_pack_floats(cp) : 0;
 }
 
 size_t bf__conv_pack_bytes(const bf__step *s)
 {
     if (s->node->op->run != bf__conv_run || s->n_in < 2 || !s->in[1] || s->in[1]->dtype != BF_F32) return 0;
     bf__conv_params cp = *(const bf__conv_params *)s->params;
-    cp.simd = BF_SGEMM_AVX512;
-    if (cp.path == BF__CONV_IM2COL) {   /* prepare's choices at AVX-512, which the 1x1 lanes defer to */
-        cp.bcast = cp.nb == 1 && bf__conv_bcast_want(&cp);
-        cp.stem = cp.nb == 1 && !cp.bcast && bf__conv_stem_want(&cp);
+    size_t most = 0;
+    /* prepare's choices at AVX-512 (the 1x1 lanes defer to them) and at
+     * AVX2 (the reordered copy): the larger */
+    for (int level = BF_SGEMM_AVX2; level <= BF_SGEMM_AVX512; level++) {
+        cp.simd = level;
+        if (cp.path == BF__CONV_IM2COL) {
+            cp.bcast = cp.nb == 1 && bf__conv_bcast_want(&cp);
+            cp.stem = cp.nb == 1 && !cp.bcast && bf__conv_stem_want(&cp);
+        }
+        size_t f = conv_pack_floats(&cp);
+        if (f > most) most = f;
     }
-    return conv_pack_floats(&cp) * sizeof(float);
+    return most * sizeof(float);
 }
 
 const float *bf__conv_wpacked(const bf__step *s, struct bf__wpack *w)
@@ -266,11 +282,11 @@ const float *bf__conv_wpacked(const bf__step *s, struct bf__wpack *w)
     const bf__conv_params *cp = s->params;
     size_t floats = conv_pack_floats(cp);
     if (!floats) return NULL;
-    conv_pack_job j = {cp, s->in[1]->data, bf__conv_pwl_pack_floats(cp) != 0};
-    /* the layout: the kernel (bit 62: the 1x1 lanes'), rows of mg a group
+    conv_pack_job j = {cp, s->in[1]->data, conv_pack_kind(cp)};
+    /* the layout: the kernel (bits 61-62: the kind), rows of mg a group
      * (W's tensor fixes the rest); bit 63 keeps it apart from a product's
      * tag (linalg.c: under 2^55) */
-    return bf__wpack_get(w, j.wt, (uint64_t)1 << 63 | (uint64_t)j.lanes1x1 << 62 | (uint64_t)cp->mg, floats,
+    return bf__wpack_get(w, j.wt, (uint64_t)1 << 63 | (uint64_t)j.kind << 61 | (uint64_t)cp->mg, floats,
                          conv_pack_fill, &j);
 }
 

@@ -119,8 +119,9 @@ static void im2col(const bf__conv_params *cp, const float *restrict x, float *re
 }
 
 /* The weights, [M, C/group, taps] as stored, with each row's K reordered to
- * the rows of im2col (bf__conv_krow). Done every run: faults rewrite W
- * between runs. A channel block at a time, tap by tap, each tap's channels
+ * the rows of im2col (bf__conv_krow). Done every run (faults rewrite W
+ * between runs), but on AVX2 where the plan passes the model's copy made
+ * once by bf__conv_reorder (docs/perf/conv/h42.md, h42-reorder). A channel block at a time, tap by tap, each tap's channels
  * written side by side (the block's few hundred bytes of W stay in L1), on
  * AVX-512 one gather a tap (reorder_blocks16): against the copy channel
  * by channel, each store 16 floats from the last, that took a quarter off
@@ -482,6 +483,20 @@ static bf__act act_at(const bf__act *act, int64_t off)
     return a;
 }
 
+size_t bf__conv_reorder_floats(const bf__conv_params *cp)
+{
+    return cp->path == BF__CONV_IM2COL && cp->simd == BF_SGEMM_AVX2 && cp->ksp > 1 && !cp->bcast && !cp->stem
+               ? (size_t)(cp->m * cp->kc)
+               : 0;
+}
+
+int bf__conv_reorder(const bf__conv_params *cp, const float *wt, float *out)
+{
+    if (!bf__conv_reorder_floats(cp)) return 0;
+    reorder_weights(cp, wt, out);
+    return 1;
+}
+
 int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
                     const bf__act *act, float *y, void *scratch, int64_t ch, bf__psum *ps)
 {
@@ -533,13 +548,17 @@ int bf__conv_packed_wpk(const bf__conv_params *cp, const float *x, const float *
     int inplace = s2 && !bcast && !stem && w->pb[1] == 0 && w->pe[1] == 0 && w->pb[2] == 0 && w->pe[2] == 0 &&
                   (imgs == 1 || cp->group == 1);
     float *wr = scratch, *buf = wr + cp->off_cols;
+    /* the weights in the panels' K order: W itself for one tap, the copy
+     * made once where the plan passed it (bf__conv_reorder: the step's
+     * wpk is then that copy), else reordered here into the scratch */
+    const float *wa = cp->ksp == 1 ? wt : wpk && bf__conv_reorder_floats(cp) ? wpk : wr;
     int64_t planes = (imgs * cp->cg * plane + 15) & ~(int64_t)15, ldt = imgs * cp->osp;
     float *tmp = buf + planes;   /* the product of several images, before it is spread over y */
     float *zeros = padded ? tmp + (imgs > 1 ? (cp->mg * ldt + 15) & ~(int64_t)15 : 0) : wr + cp->off_tmp;
     if (bcast) direct = 0, zeros = tmp + bfl;
     if (stem) zeros = tmp + sfl;
     if (direct) zeros = bf__conv_planes_zeros(cp, buf);
-    if (!bcast && !stem) reorder_weights(cp, wt, wr);   /* bf__conv_bcast packs W as it goes */
+    if (!bcast && !stem && wa == wr) reorder_weights(cp, wt, wr);   /* bf__conv_bcast packs W as it goes */
     if (!bias) memset(zeros, 0, sizeof(float) * (size_t)cp->mg);
     /* the planes written whole per image where conv_fill_planes can, else
      * zeroed here once and their insides copied (imgs never exceeds the
@@ -552,7 +571,7 @@ int bf__conv_packed_wpk(const bf__conv_params *cp, const float *x, const float *
     for (int64_t n = 0; n < cp->n; n += imgs)
         for (int64_t g = g0; g < g1; g++) {
             const float *xg = x + (n * cp->c + g * cp->cg) * cp->isp;
-            const float *a = wr + (g * cp->mg + j0) * cp->kc, *bv = bias ? bias + g * cp->mg + j0 : zeros;
+            const float *a = wa + (g * cp->mg + j0) * cp->kc, *bv = bias ? bias + g * cp->mg + j0 : zeros;
             int64_t yoff = (n * cp->m + g * cp->mg + j0) * cp->osp;
             float *yg = y + yoff;
             bf__act ka = act && act->res ? act_at(act, yoff) : (bf__act){0};

@@ -202,6 +202,14 @@ int64_t bf__conv_bcast_chunks(const bf__conv_params *cp, int64_t *channels);
 size_t bf__conv_psum_floats(const bf__conv_params *cp);
 size_t bf__conv_bcast_pack_floats(const bf__conv_params *cp);
 int bf__conv_bcast_pack(const bf__conv_params *cp, const float *wt, float *out);
+/* linalg_conv_gemm.c: W with each row's K in the column matrix's row
+ * order (bf__conv_krow), as bf__conv_packed_wpk reorders it per call, kept
+ * once a model (base/wpack.h) for AVX2's panels: m x kc floats where the
+ * step takes them (an im2col Conv of more than one tap that neither the
+ * lanes nor the stem kernel takes, at AVX2), else 0. bf__conv_reorder
+ * writes it (1; 0 where the floats are 0). */
+size_t bf__conv_reorder_floats(const bf__conv_params *cp);
+int bf__conv_reorder(const bf__conv_params *cp, const float *wt, float *out);
 /* linalg_conv_flat5.c: one channel's plane of a stride-1 5x5 depthwise
  * Conv through linalg_conv_direct.c's dw_flat table (tab: its 16-lane masks,
  * 25 a chunk; off: each tap's input offset), four chunks interleaved, on
