@@ -44,6 +44,17 @@
 #define KDIRECT 256   /* a plain B up to this deep ... */
 #define LDDIRECT 1024 /* ... and with rows this close is read in place, unpacked */
 #define PGROUP 16     /* panels multiplied by a block of rows in turn (sgemm_panels) */
+#ifndef PF_INPLACE
+/* How far along its row (floats, 8 panels) the AVX2 block asks for B read
+ * in place, and for y's rows it stores: mobilenet_v2's 16-24-row 1x1
+ * projections of 112x112 and 56x56 maps read K rows 12-50 KB apart, 32-144
+ * streams no prefetcher follows, from memory at batch 32 (the depthwise step before wrote them
+ * for all 32 images); asked for ahead, its 112x112 projection ran 9-10 ms
+ * instead of 18-19 a batch of 32 (docs/perf/conv/h42.md, h42-pf: 64, 128
+ * and 256 within the host's noise). Hints only: the same bits, and a line
+ * past B's or y's end is never read (a prefetch does not fault). */
+#define PF_INPLACE 128
+#endif
 
 /* a + b with a's NaN when both are NaN, as x86's first source gives it
  * (add_first8): spelled out, since the compiler may swap a + b's operands */
@@ -156,7 +167,7 @@ AVX2 static inline __attribute__((always_inline)) __m256 add_first8(__m256 a, __
  * nothing. */
 NO_ASAN
 AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int k, const float *a, int64_t lda,
-                                                             const float *panel, int64_t ps, int masked, float alpha,
+                                                             const float *panel, int64_t ps, int masked, int pf, float alpha,
                                                              int accumulate, const float *bias, const bf__act *act,
                                                              const float *res, const float *cb, float *y, int ldy,
                                                              const float *crow)
@@ -172,6 +183,7 @@ AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int
         _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) _mm_prefetch((const char *)(res + (int64_t)i * ldy), _MM_HINT_T0);
     }
     _Pragma("GCC unroll 2") for (int p = 0; p < k; p++, bp += ps) {
+        if (pf) _mm_prefetch((const char *)(bp + PF_INPLACE), _MM_HINT_T0);
         __m256 b0 = masked ? _mm256_maskload_ps(bp, m0) : _mm256_loadu_ps(bp);
         __m256 b1 = masked ? _mm256_maskload_ps(bp + 8, m1) : _mm256_loadu_ps(bp + 8);
         _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) {
@@ -187,6 +199,7 @@ AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int
     __m256 lo = _mm256_set1_ps(act ? act->lo : 0.0f), hi = _mm256_set1_ps(act ? act->hi : 0.0f);
     _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) {
         float *yr = y + (int64_t)i * ldy;
+        if (pf) _mm_prefetch((const char *)(yr + PF_INPLACE), _MM_HINT_T0);
         __m256 v0 = s[i][0], v1 = s[i][1];
         if (accumulate) {   /* onto y's own values, or crow's (the same for every row), before the
                              * epilogue below (block512's order); lanes past nr never loaded */
@@ -355,10 +368,11 @@ AVX2 static void rows_avx2(int m, int np, const panel_at *pa, int k, const float
             const float *cr = crow ? crow + pa[q].j0 : NULL;
             const float *cb = act && act->cbias ? act->cbias + pa[q].j0 : NULL;
             switch (mr) {
-#define ROWS(r)                                                                                              \
-    case r:                                                                                                  \
-        if (pa[q].masked) block(r, nr, k, ab, lda, pan, ps, 1, alpha, accumulate, bb, act, rb, cb, yb, ldy, cr); \
-        else block(r, nr, k, ab, lda, pan, ps, 0, alpha, accumulate, bb, act, rb, cb, yb, ldy, cr);          \
+#define ROWS(r)                                                                                                 \
+    case r:                                                                                                     \
+        if (pa[q].masked) block(r, nr, k, ab, lda, pan, ps, 1, 0, alpha, accumulate, bb, act, rb, cb, yb, ldy, cr); \
+        else if (ps != NR) block(r, nr, k, ab, lda, pan, ps, 0, 1, alpha, accumulate, bb, act, rb, cb, yb, ldy, cr); \
+        else block(r, nr, k, ab, lda, pan, ps, 0, 0, alpha, accumulate, bb, act, rb, cb, yb, ldy, cr);          \
         break;
                 ROWS(6) ROWS(5) ROWS(4) ROWS(3) ROWS(2) ROWS(1)
 #undef ROWS
