@@ -58,8 +58,8 @@ static bf_status im2col_scratch(bf__prep *p, bf__conv_params *cp, bf_error *err)
      * and then the column matrix is needed after all: kept there. */
     if (cp->nb == 1 && cp->simd >= BF_SGEMM_AVX2 && cp->kc <= BF_SGEMM_KSTACK) {
         size_t need;
-        if (!bf__conv_padded_ok(w) && cp->simd >= BF_SGEMM_AVX512 && bf__conv_strided_ok(w)) {
-            /* horizontal stride 2 on AVX-512: the padded planes (a 1x1 stride-2
+        if (!bf__conv_padded_ok(w) && bf__conv_strided_ok(w)) {
+            /* horizontal stride 2: the padded planes (a 1x1 stride-2
              * Conv's are larger than its columns), and room for one image's
              * columns still, should bf__conv_packed ever leave it to im2col */
             size_t planes = (size_t)(cp->cg * bf__conv_padded_plane(w));
@@ -79,7 +79,7 @@ static bf_status im2col_scratch(bf__prep *p, bf__conv_params *cp, bf_error *err)
         if (need < cp->scratch_floats) cp->scratch_floats = need;
     }
     /* several images per product where the map is small (bf__conv_packed_images) */
-    int planes_ok = bf__conv_padded_ok(w) || (cp->simd >= BF_SGEMM_AVX512 && bf__conv_strided_ok(w));
+    int planes_ok = bf__conv_padded_ok(w) || bf__conv_strided_ok(w);
     if (cp->nb == 1 && cp->simd >= BF_SGEMM_AVX2 && planes_ok) {
         size_t want = cp->off_cols + bf__conv_packed_floats(cp, bf__conv_packed_images(cp));
         if (want > cp->scratch_floats) cp->scratch_floats = want;

@@ -292,6 +292,92 @@ __attribute__((target("avx2"))) static void conv_pack_panel(const void *ctx, int
     assert(row == panel + (int64_t)k * NR);
 }
 
+/* Rows of a product's later panels asked for ahead (x read in place):
+ * each run's first and last floats, and the one 16 on, of the panel
+ * `ahead` panels on (conv_pack_s2 says why); their offsets from a
+ * channel's row to pfo, their count returned */
+static int s2_ahead(const conv_pack *pk, int j0, int64_t *pfo)
+{
+    enum { NR = 16 };
+    int npf = 0;
+    for (int64_t jp = j0 + pk->ahead * NR, j = 0; pk->ahead > 0 && j < NR && jp + j < pk->cols;) {
+        int64_t o = (jp + j) % pk->osp, ow = o % pk->ow_n, oh = o / pk->ow_n;
+        int64_t len = pk->ow_n - ow < NR - j ? pk->ow_n - ow : NR - j;
+        int64_t at = (jp + j) / pk->osp * pk->img + oh * pk->sh * pk->wp + 2 * ow;
+        if (pk->cols - jp - j < len) len = pk->cols - jp - j;
+        pfo[npf++] = at, pfo[npf++] = at + 2 * len - 2;
+        if (2 * len - 1 > NR) pfo[npf++] = at + NR;
+        j += len;
+    }
+    return npf;
+}
+
+/* conv_pack_s2 (below) on AVX2: the same panel, float for float. Run q's
+ * lanes l read float 2 l of the 32 from its first input less 2 j (its
+ * first lane): four masked loads of 8 that read only the run's 2 len - 1
+ * floats (a masked-off float gives +0), the even floats of each pair of
+ * loads put in order (a shuffle and a permute: moves only), and the runs
+ * OR-ed (each lane is one run's float or +0 from every other). The one
+ * run of 16 outputs reads its first 24 floats by plain loads. Without it
+ * a stride-2 Conv on AVX2 went through im2col's column matrix
+ * (docs/perf/conv/h42.md, h42-s2). */
+__attribute__((target("avx2"))) static inline __m256 s2_even(__m256 a, __m256 b)
+{
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xd8));
+}
+
+__attribute__((target("avx2"))) static void conv_pack_s2_avx2(const void *ctx, int j0, int nr, int k, float *panel)
+{
+    enum { NR = 16 };
+    const conv_pack *pk = ctx;
+    int64_t shift[NR];
+    __m256i msk[NR][4];
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    int ns = 0;
+    for (int j = 0; j < nr;) {
+        int64_t o = (j0 + j) % pk->osp, ow = o % pk->ow_n, oh = o / pk->ow_n;
+        int len = pk->ow_n - ow < nr - j ? (int)(pk->ow_n - ow) : nr - j, span = 2 * len - 1;
+        shift[ns] = (j0 + j) / pk->osp * pk->img + oh * pk->sh * pk->wp + 2 * ow - 2 * j;
+        __m256i lo = _mm256_set1_epi32(2 * j - 1), hi = _mm256_set1_epi32(2 * j + span);
+        for (int v = 0; v < 4; v++) {
+            __m256i f = _mm256_add_epi32(lane, _mm256_set1_epi32(8 * v));   /* the floats' indices */
+            msk[ns][v] = _mm256_and_si256(_mm256_cmpgt_epi32(f, lo), _mm256_cmpgt_epi32(hi, f));
+        }
+        ns++;
+        j += len;
+    }
+    int whole = ns == 1 && nr == NR;
+    int64_t pfo[3 * NR];
+    int npf = s2_ahead(pk, j0, pfo);
+    float *row = panel;
+    for (int64_t cb = 0; cb < pk->cg; cb += BF__CONV_CBLOCK) {
+        int64_t width = pk->cg - cb < BF__CONV_CBLOCK ? pk->cg - cb : BF__CONV_CBLOCK;
+        for (int64_t tap = 0; tap < pk->ksp; tap++) {
+            const float *base = pk->xp + cb * pk->plane + tap / pk->kw_n * pk->dh * pk->wp + tap % pk->kw_n * pk->dw;
+            for (int64_t c = 0; c < width; c++, row += NR) {
+                const float *src = base + c * pk->plane;
+                for (int q = 0; q < npf; q++) _mm_prefetch((const char *)(src + pfo[q]), _MM_HINT_T0);
+                if (whole) {
+                    const float *r = src + shift[0];
+                    _mm256_storeu_ps(row, s2_even(_mm256_loadu_ps(r), _mm256_loadu_ps(r + 8)));
+                    _mm256_storeu_ps(row + 8, s2_even(_mm256_loadu_ps(r + 16), _mm256_maskload_ps(r + 24, msk[0][3])));
+                    continue;
+                }
+                __m256 v0 = _mm256_setzero_ps(), v1 = _mm256_setzero_ps();
+                for (int q = 0; q < ns; q++) {
+                    const float *r = src + shift[q];
+                    v0 = _mm256_or_ps(v0, s2_even(_mm256_maskload_ps(r, msk[q][0]), _mm256_maskload_ps(r + 8, msk[q][1])));
+                    v1 = _mm256_or_ps(v1, s2_even(_mm256_maskload_ps(r + 16, msk[q][2]), _mm256_maskload_ps(r + 24, msk[q][3])));
+                }
+                _mm256_storeu_ps(row, v0);
+                _mm256_storeu_ps(row + 8, v1);
+            }
+        }
+    }
+    (void)k;
+    assert(row == panel + (int64_t)k * NR);
+}
+
 /* conv_pack_panel for a horizontal stride of 2 (AVX-512): panel row (c, kh,
  * kw) holds, in column j, padded input (oh * sh + kh * dh, 2 ow + kw * dw)
  * of channel c for the output (oh, ow) of column j0 + j, the float the
@@ -330,16 +416,7 @@ conv_pack_s2(const void *ctx, int j0, int nr, int k, float *panel)
      * on (a run spans at most 31 floats: three lines). Hints: no value
      * moves, and none is asked for past the product's columns. */
     int64_t pfo[3 * NR];
-    int npf = 0;
-    for (int64_t jp = j0 + pk->ahead * NR, j = 0; pk->ahead > 0 && j < NR && jp + j < pk->cols;) {
-        int64_t o = (jp + j) % pk->osp, ow = o % pk->ow_n, oh = o / pk->ow_n;
-        int64_t len = pk->ow_n - ow < NR - j ? pk->ow_n - ow : NR - j;
-        int64_t at = (jp + j) / pk->osp * pk->img + oh * pk->sh * pk->wp + 2 * ow;
-        if (pk->cols - jp - j < len) len = pk->cols - jp - j;
-        pfo[npf++] = at, pfo[npf++] = at + 2 * len - 2;
-        if (2 * len - 1 > NR) pfo[npf++] = at + NR;
-        j += len;
-    }
+    int npf = s2_ahead(pk, j0, pfo);
     float *row = panel;
     for (int64_t cb = 0; cb < pk->cg; cb += BF__CONV_CBLOCK) {
         int64_t width = pk->cg - cb < BF__CONV_CBLOCK ? pk->cg - cb : BF__CONV_CBLOCK;
@@ -510,11 +587,9 @@ int bf__conv_packed_wpk(const bf__conv_params *cp, const float *x, const float *
     if (cp->simd < BF_SGEMM_AVX2 || cp->nb != 1) return 0;
     int64_t wp = w->in[2] + w->pb[2] + w->pe[2], plane = bf__conv_padded_plane(w);
     size_t room = cp->scratch_floats - cp->off_cols;
-    /* horizontal stride 2: panels from the padded planes too (AVX-512's
-     * permutes); on AVX2 the planes feed only a first Conv's kernel
-     * (linalg_conv_stem.c, cp->stem implies the shape), the rest im2col */
-    int s2 = !bf__conv_padded_ok(w) && bf__conv_strided_ok(w) &&
-             (cp->simd >= BF_SGEMM_AVX512 || (cp->stem && ch < 0 && !(act && act->res)));
+    /* horizontal stride 2: panels from the padded planes too (conv_pack_s2's
+     * permutes, conv_pack_s2_avx2's shuffles), or a first Conv's kernel */
+    int s2 = !bf__conv_padded_ok(w) && bf__conv_strided_ok(w);
     int padded = bf__conv_padded_ok(w) || s2;
     /* several images side by side in one product where a map is small:
      * more columns, fewer padding lanes in the last panels */
@@ -539,7 +614,6 @@ int bf__conv_packed_wpk(const bf__conv_params *cp, const float *x, const float *
     int stem = padded && !bcast && ch < 0 && cp->stem && !(act && act->res) &&
                (size_t)((cp->cg * plane + 15) & ~(int64_t)15) + sfl + (size_t)cp->mg + 16 <= room;
     if (stem) imgs = 1, direct = 0;
-    if (s2 && cp->simd < BF_SGEMM_AVX512 && !stem) s2 = 0, padded = 0, imgs = 1;   /* no AVX2 panels of stride 2 */
     /* stride 2 and no padding (resnet18's 1x1/2 downsamples): the padded
      * planes would be x's own channels, of which the panels read every
      * other row; so the panels are gathered from x in place, nothing
@@ -605,7 +679,7 @@ int bf__conv_packed_wpk(const bf__conv_params *cp, const float *x, const float *
             int ldy = ni > 1 ? (int)(ni * osp) : osp;
             /* several images: the residual is laid out as y, not as the product */
             int res_after = ni > 1 && act && act->res;
-            if (!bf__sgemm_packed(cp->simd, (int)nj, (int)(ni * osp), kc, a, kc, s2 ? conv_pack_s2 : conv_pack_panel, &pk,
+            if (!bf__sgemm_packed(cp->simd, (int)nj, (int)(ni * osp), kc, a, kc, s2 ? (cp->simd >= BF_SGEMM_AVX512 ? conv_pack_s2 : conv_pack_s2_avx2) : conv_pack_panel, &pk,
                                   bv, res_after ? NULL : kact, yo, ldy))
                 return 0;
             /* row j of the product holds channel j of each image in turn:

@@ -79,9 +79,10 @@ static inline int bf__conv_padded_ok(const bf__window *w)
 }
 
 /* A 2-D Conv of horizontal stride 2 (any vertical stride and dilation)
- * whose windows lie inside its zero-padded planes: on AVX-512,
- * bf__conv_packed gathers its panels from those planes too, each run of
- * outputs as two loads and a permute of their even lanes. */
+ * whose windows lie inside its zero-padded planes: bf__conv_packed
+ * gathers its panels from those planes too, each run of outputs as two
+ * loads and a permute of their even lanes (AVX-512), or four loads, two
+ * shuffles and two permutes (AVX2). */
 static inline int bf__conv_strided_ok(const bf__window *w)
 {
     int64_t hp = w->in[1] + w->pb[1] + w->pe[1], wp = w->in[2] + w->pb[2] + w->pe[2];
