@@ -6,7 +6,8 @@
  * (docs/BENCHMARKS.md, "Output channels in the lanes"); and where
  * bf__conv_stem_want holds (the stems), linalg_conv_stem.c's kernel
  * against bf__conv_packed's panels (docs/perf/conv.md, "The stem, the max
- * pool and the downsamples"). Each shape is checked to give the same bits
+ * pool and the downsamples"). On a CPU without AVX-512 only the stems, at
+ * AVX2 (docs/perf/conv/h42.md, h42-stem). Each shape is checked to give the same bits
  * both ways before it is timed. For the shapes the kernel is chosen for,
  * also W packed at every call against the copy packed once (docs/perf/
  * conv.md, "resnet18's weights read once per call"), warm and cold.

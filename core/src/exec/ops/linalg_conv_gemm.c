@@ -326,6 +326,30 @@ __attribute__((target("avx2"))) static inline __m256 s2_even(__m256 a, __m256 b)
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xd8));
 }
 
+/* The panel rows' channel rows in the column matrix's K order (blocks of
+ * 16 channels, tap-major inside: bf__conv_krow), walked one row at a time:
+ * s2_at is row p's (channel c at tap (kh, kw)) first float in the planes */
+typedef struct s2_walk {
+    int64_t cb, tap, c, width;
+    const float *base;   /* the block's first channel at the tap */
+} s2_walk;
+
+static inline void s2_tap(const conv_pack *pk, s2_walk *w)
+{
+    w->width = pk->cg - w->cb < BF__CONV_CBLOCK ? pk->cg - w->cb : BF__CONV_CBLOCK;
+    w->base = pk->xp + w->cb * pk->plane + w->tap / pk->kw_n * pk->dh * pk->wp + w->tap % pk->kw_n * pk->dw;
+}
+
+static inline const float *s2_at(const conv_pack *pk, const s2_walk *w) { return w->base + w->c * pk->plane; }
+
+static inline void s2_step(const conv_pack *pk, s2_walk *w)
+{
+    if (++w->c < w->width) return;
+    w->c = 0;
+    if (++w->tap == pk->ksp) w->tap = 0, w->cb += BF__CONV_CBLOCK;
+    if (w->cb < pk->cg) s2_tap(pk, w);
+}
+
 __attribute__((target("avx2"))) static void conv_pack_s2_avx2(const void *ctx, int j0, int nr, int k, float *panel)
 {
     enum { NR = 16 };
@@ -349,33 +373,28 @@ __attribute__((target("avx2"))) static void conv_pack_s2_avx2(const void *ctx, i
     int whole = ns == 1 && nr == NR;
     int64_t pfo[3 * NR];
     int npf = s2_ahead(pk, j0, pfo);
+    s2_walk it = {0};
+    s2_tap(pk, &it);
     float *row = panel;
-    for (int64_t cb = 0; cb < pk->cg; cb += BF__CONV_CBLOCK) {
-        int64_t width = pk->cg - cb < BF__CONV_CBLOCK ? pk->cg - cb : BF__CONV_CBLOCK;
-        for (int64_t tap = 0; tap < pk->ksp; tap++) {
-            const float *base = pk->xp + cb * pk->plane + tap / pk->kw_n * pk->dh * pk->wp + tap % pk->kw_n * pk->dw;
-            for (int64_t c = 0; c < width; c++, row += NR) {
-                const float *src = base + c * pk->plane;
-                for (int q = 0; q < npf; q++) _mm_prefetch((const char *)(src + pfo[q]), _MM_HINT_T0);
-                if (whole) {
-                    const float *r = src + shift[0];
-                    _mm256_storeu_ps(row, s2_even(_mm256_loadu_ps(r), _mm256_loadu_ps(r + 8)));
-                    _mm256_storeu_ps(row + 8, s2_even(_mm256_loadu_ps(r + 16), _mm256_maskload_ps(r + 24, msk[0][3])));
-                    continue;
-                }
-                __m256 v0 = _mm256_setzero_ps(), v1 = _mm256_setzero_ps();
-                for (int q = 0; q < ns; q++) {
-                    const float *r = src + shift[q];
-                    v0 = _mm256_or_ps(v0, s2_even(_mm256_maskload_ps(r, msk[q][0]), _mm256_maskload_ps(r + 8, msk[q][1])));
-                    v1 = _mm256_or_ps(v1, s2_even(_mm256_maskload_ps(r + 16, msk[q][2]), _mm256_maskload_ps(r + 24, msk[q][3])));
-                }
-                _mm256_storeu_ps(row, v0);
-                _mm256_storeu_ps(row + 8, v1);
-            }
+    for (int p = 0; p < k; p++, row += NR, s2_step(pk, &it)) {
+        const float *src = s2_at(pk, &it);
+        for (int q = 0; q < npf; q++) _mm_prefetch((const char *)(src + pfo[q]), _MM_HINT_T0);
+        if (whole) {
+            const float *r = src + shift[0];
+            _mm256_storeu_ps(row, s2_even(_mm256_loadu_ps(r), _mm256_loadu_ps(r + 8)));
+            _mm256_storeu_ps(row + 8, s2_even(_mm256_loadu_ps(r + 16), _mm256_maskload_ps(r + 24, msk[0][3])));
+            continue;
         }
+        __m256 v0 = _mm256_setzero_ps(), v1 = _mm256_setzero_ps();
+        for (int q = 0; q < ns; q++) {
+            const float *r = src + shift[q];
+            v0 = _mm256_or_ps(v0, s2_even(_mm256_maskload_ps(r, msk[q][0]), _mm256_maskload_ps(r + 8, msk[q][1])));
+            v1 = _mm256_or_ps(v1, s2_even(_mm256_maskload_ps(r + 16, msk[q][2]), _mm256_maskload_ps(r + 24, msk[q][3])));
+        }
+        _mm256_storeu_ps(row, v0);
+        _mm256_storeu_ps(row + 8, v1);
     }
-    (void)k;
-    assert(row == panel + (int64_t)k * NR);
+    assert(it.cb >= pk->cg);   /* k rows: every channel block's taps */
 }
 
 /* conv_pack_panel for a horizontal stride of 2 (AVX-512): panel row (c, kh,
