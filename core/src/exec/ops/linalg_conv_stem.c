@@ -1,7 +1,7 @@
 /* A network's first Conv, few input channels and a short K (resnet18's
  * 7x7/2 3 -> 64, K = 147; mobilenet_v2's 3x3/2 3 -> 32, K = 27), on
- * AVX-512 (and AVX2, 8 lanes: st8_block below) with the output channels in the vector lanes and the input
- * broadcast, as linalg_conv_bcast.c does for the deep Convs, but with the
+ * AVX-512 (and AVX2, 8 lanes: st8_block below) with the output channels
+ * in the vector lanes and the input broadcast, as linalg_conv_bcast.c does for the deep Convs, but with the
  * whole K in registers at once and the outputs stored through 16 x 16
  * transposes instead of scattered (docs/perf/conv.md, "The stem and the
  * max pool", h15-r18s).
@@ -300,11 +300,15 @@ static void st_rows(const bf__conv_params *cp, const float *xp, const int32_t *o
                   xp + (cp->osp - 1) / ow_n * w->s[1] * wp + (cp->osp - 1) % ow_n * w->s[2]};
     int wide = st_lanes(cp) == 16;
     int64_t tw = wide ? ST_TW : ST_TW8, l = st_lanes(cp);
-    int64_t oh = q0 / ow_n, ow = q0 % ow_n;   /* the next block's first position */
+    int64_t oh = q0 / ow_n, ow = q0 % ow_n;   /* the next AVX2 block's first position (st8_block) */
     for (int64_t t0 = q0; t0 < q1; t0 += ST_TILE) {
         int64_t n = q1 - t0 < ST_TILE ? q1 - t0 : ST_TILE;
         for (int64_t q = 0; q < n;) {
-            int np = wide ? st_block(&j, nv, wb, t0 + q, tile + q * tw) : st8_block(&j, nv, wb, t0 + q, oh, ow, tile + q * tw);
+            if (wide) {
+                q += st_block(&j, nv, wb, t0 + q, tile + q * tw);
+                continue;
+            }
+            int np = st8_block(&j, nv, wb, t0 + q, oh, ow, tile + q * tw);
             q += np, ow += np;
             while (ow >= ow_n) ow -= ow_n, oh++;
         }
