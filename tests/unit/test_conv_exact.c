@@ -290,14 +290,18 @@ const conv_case cases[] = {
     {"3x3 stride 2 to 7x7, 3 images in one product, no bias", 3, 64, 14, 14, 100, 1, 3, 3, 2, 1, {1, 1, 1, 1}, 0, 0},
     {"groups 2 on 7x7 maps, 3 images in one product", 3, 128, 7, 7, 200, 2, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1},
     {"small, several images per product", 3, 5, 9, 11, 7, 1, 3, 3, 1, 1, {1, 0, 2, 1}, 1, 0},
-    /* the output channels in the lanes, the input broadcast (AVX-512,
-     * linalg_conv_bcast.c: M a multiple of 16, K of 576 or more; stride 2,
-     * or stride 1 on padded rows 32 wide or narrower): blocks of 6
-     * positions of any image x 16-64 channels, each block of 16 channels'
-     * weights packed as 16 x 16 tiles transposed, or one float at a time;
-     * the epilogue on 16 x 16 tiles of sums transposed where 16 positions
-     * are consecutive outputs of one image, else scattered (a tile's last
-     * positions, an image's edge: 7x7 maps of several images a call) */
+    /* the output channels in the lanes, the input broadcast (linalg_conv_bcast.c:
+     * M a multiple of 16, K of 576 or more; stride 2, or stride 1 on padded
+     * rows 64 wide or narrower): on AVX-512 blocks of 6 positions of any
+     * image x 16-64 channels, each block of 16 channels' weights packed as
+     * 16 x 16 tiles transposed, or one float at a time; the epilogue on
+     * 16 x 16 tiles of sums transposed where 16 positions are consecutive
+     * outputs of one image, else scattered (a tile's last positions, an
+     * image's edge: 7x7 maps of several images a call). At AVX2
+     * linalg_conv_bcast8.c's: 6 positions x 16 channels a slice, the row
+     * block's slices in turn, K in chunks of 32 channels (72: a last block of
+     * 8, runs of 8 taps' channels), weights as 8 x 8 tiles or a float at a
+     * time, the epilogue on 8 x 8 tiles or a position's 8 channels */
     {"bcast: 7x7 maps, 9 images (8 a call, then 1), 48 rows (three vectors), an Inf weight", 9, 128, 7, 7, 48, 1, 3, 3, 1,
      1, {1, 1, 1, 1}, 1, 1},
     {"bcast: 3x3 stride 2 to 7x7, 80 channels and rows (64 + 16), no bias", 2, 80, 14, 14, 80, 1, 3, 3, 2, 1,

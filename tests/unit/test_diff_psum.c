@@ -5,7 +5,8 @@
  *
  * The graph, built here: x [N, 16, 7, 7] -> Conv A (384 channels, 3x3) ->
  * BatchNormalization -> Relu -> Conv B (32 channels, 3x3, 384 input channels: three chunks of
- * 128 where linalg_conv_bcast.c runs it, AVX-512) -> Relu ->
+ * 128 where linalg_conv_bcast.c runs it on AVX-512, twelve of 32 on
+ * AVX2: chunk_channels) -> Relu ->
  * GlobalAveragePool -> Flatten -> Gemm (4 classes). A fault in A's weights
  * moves one channel of A's output, which the BN and Relu keep in it,
  * so B's re-run resumes at or before that channel. 28 samples at batch 12:
@@ -23,12 +24,12 @@
  * the drawn weight faults' trials resume from: of 1 to 8 trials, the
  * bytes are those of the checkpoints listed by hand from the faults'
  * channels (the channel of A's output a weight index moves is index /
- * (16 x 3 x 3); one checkpoint for each chunk of 128 channels but the
+ * (16 x 3 x 3); one checkpoint for each chunk of chunk_channels but the
  * first holding a drawn channel, at the 16-channel block of the lowest of
  * them), each checkpoint's bytes a value-fault campaign's (which keeps one
  * at each chunk's start but the first's: two) over its count, and the
  * records the exact engine's. Where the CPU has no
- * AVX-512, B takes another path, nothing resumes, and only the first part
+ * AVX2, B takes another path, nothing resumes, and only the first part
  * can be checked (the test says so). */
 #include <math.h>
 #include <setjmp.h>
@@ -47,6 +48,7 @@
 #include "campaign_check.h"
 #include "diff/diff_plant.h"
 #include "diff_graph.h"
+#include "exec/ops/sgemm.h"
 #include "onnx_graph.h"
 
 #define SAMPLES 28
@@ -160,6 +162,14 @@ static int64_t check_exact(const bf_model *m, const bf_dataset *ds, const bf_cam
     return resumed;
 }
 
+/* B's chunks of K on this CPU, by hand from linalg_conv_bcast.c's
+ * BC_KCHUNK (1152 k terms on AVX-512) and BC_KCHUNK8 (288 on AVX2): whole
+ * blocks of 16 of its 3 x 3 kernel's input channels */
+static int chunk_channels(void)
+{
+    return bf__sgemm_best() >= BF_SGEMM_AVX512 ? 128 : 32;
+}
+
 static void resume_matches_exact(void **state)
 {
     (void)state;
@@ -177,7 +187,7 @@ static void resume_matches_exact(void **state)
     int64_t rv = check_exact(m, ds, &sv, "relu_a's output, permanent", NULL);
     int64_t rt = check_exact(m, ds, &st, "relu_a's output, transient", NULL);
     if (!resumed) {
-        printf("no re-run resumed (B takes another path on this CPU: no AVX-512): the planted errors cannot show\n");
+        printf("no re-run resumed (B takes another path on this CPU: no AVX2): the planted errors cannot show\n");
     } else {
         /* the resume at work on weight and permanent value faults (a
          * transient one's batch runs on its one sample's row, diffrows.c,
@@ -212,21 +222,24 @@ static void kept_matches_channels(const bf_model *m, const bf_dataset *ds, int t
     bf_campaign_result res;
     run(m, ds, &s, NULL, 0, 1, 0, 0, ex, &res);
     bf_campaign_result_free(&res);
-    int64_t lowest[MID / 128] = {0};   /* per chunk of B's input: its checkpoint's block (0: none) */
+    const int ch = chunk_channels();
+    int64_t lowest[MID / 16] = {0};   /* per chunk of B's input: its checkpoint's block (0: none) */
     int n_need = 0, n_after = 0;   /* n_after: the trials whose channel lies at or after a checkpoint */
     for (int t = 0; t < trials; t++) {
         assert_int_equal(ex[t].n_kept, 1);
-        int64_t c = ex[t].faults[0].index / (CIN * 9), q = c / 128, at = c / 16 * 16;
+        int64_t c = ex[t].faults[0].index / (CIN * 9), q = c / ch, at = c / 16 * 16;
         if (q >= 1 && (!lowest[q] || at < lowest[q])) lowest[q] = at;
         n_after += q >= 1;
     }
-    for (int q = 0; q < MID / 128; q++) n_need += lowest[q] > 0;
+    for (int q = 0; q < MID / ch; q++) n_need += lowest[q] > 0;
     bf_campaign_prep prep = {.differential = 1, .threads = 1};
     run(m, ds, &s, &prep, 0, 1, 0, 0, got, &res);
     for (int64_t k = 0; k < res.trials_done; k++) tc_assert_same_record(&got[k], &ex[got[k].trial]);
-    printf("%d trial(s): %d checkpoint(s) kept (%.1f KiB), at channels %lld, %lld, %lld (0: none), %lld re-runs resumed\n",
-           trials, n_need, (double)res.psum.bytes / 1024.0, (long long)lowest[0], (long long)lowest[1],
-           (long long)lowest[2], (long long)res.psum.resumed);
+    char at[MID / 16 * 8] = "", *e = at;
+    for (int q = 1; q < MID / ch; q++)
+        if (lowest[q]) e += snprintf(e, (size_t)(at + sizeof at - e), " %lld", (long long)lowest[q]);
+    printf("%d trial(s): %d checkpoint(s) kept (%.1f KiB), at channels%s, %lld re-runs resumed (chunks of %d)\n", trials,
+           n_need, (double)res.psum.bytes / 1024.0, n_need ? at : " (none)", (long long)res.psum.resumed, ch);
     assert_int_equal(res.psum.bytes, (size_t)n_need * one);
     assert_int_equal(res.psum.convs, n_need > 0);
     /* each such trial re-runs B on the three batches (its channel of A's
@@ -250,9 +263,10 @@ static void checkpoints_follow_the_drawn_channels(void **state)
     size_t all = res.psum.bytes;
     bf_campaign_result_free(&res);
     if (!all) {
-        printf("no checkpoint (B takes another path on this CPU: no AVX-512)\n");
+        printf("no checkpoint (B takes another path on this CPU: no AVX2)\n");
     } else {
-        for (int trials = 1; trials <= 8; trials++) kept_matches_channels(m, ds, trials, all / (MID / 128 - 1));
+        for (int trials = 1; trials <= 8; trials++)
+            kept_matches_channels(m, ds, trials, all / (MID / chunk_channels() - 1));
     }
     bf_dataset_free(ds);
     bf_model_free(m);

@@ -13,7 +13,8 @@
  * bits, as without the copy. Where the CPU has AVX-512, the "bcast:" and
  * "1x1 lanes:" cases (row blocks of 4, 3, 2 vectors, K in chunks, groups)
  * must have taken the copy, but for a "bcast:" case with an Inf weight,
- * whose copy is refused. With the copy the bcast kernel leaves the padding
+ * whose copy is refused; at AVX2 the "bcast:" cases too (linalg_conv_bcast8.c's
+ * copy, rows in blocks of 16). With the copy the bcast kernel leaves the padding
  * taps out (bc_sched), so the reference's chain, which computes them, is
  * what shows that this is exact, the -0 cases above where it would not be. */
 void conv_packed_weights_match_reference(void **state)
@@ -58,6 +59,10 @@ void conv_packed_weights_match_reference(void **state)
                 if (levels[l] && !strcmp(levels[l], "avx2") && bf__sgemm_best() >= BF_SGEMM_AVX2 &&
                     !strncmp(k->what, "3x3 stride 1", 12) && !took)
                     fail_msg("%s: no copy of W reordered at AVX2", k->what);
+                /* linalg_conv_bcast8.c reads its own copy (row blocks of 16) at AVX2 */
+                if (bc && levels[l] && !strcmp(levels[l], "avx2") && bf__sgemm_best() >= BF_SGEMM_AVX2 &&
+                    took != (k->special != 1))
+                    fail_msg("%s: %s of W packed once at AVX2", k->what, took ? "a copy" : "no copy");
                 const float *got = out.data;
                 for (int64_t e = 0; e < p.numel; e++)
                     if (memcmp(&got[e], &want[e], sizeof(float)) != 0)

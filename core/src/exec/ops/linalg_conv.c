@@ -84,7 +84,7 @@ static bf_status im2col_scratch(bf__prep *p, bf__conv_params *cp, bf_error *err)
         size_t want = cp->off_cols + bf__conv_packed_floats(cp, bf__conv_packed_images(cp));
         if (want > cp->scratch_floats) cp->scratch_floats = want;
     }
-    /* the output channels in the lanes (AVX-512, linalg_conv_bcast.c): the planes, its sums and tables */
+    /* the output channels in the lanes (linalg_conv_bcast.c): the planes, its sums and tables */
     cp->bcast = cp->nb == 1 && bf__conv_bcast_want(cp);
     if (cp->bcast) {
         size_t planes = (size_t)(bf__conv_bcast_images(cp) * cp->cg * bf__conv_padded_plane(w));
@@ -227,7 +227,10 @@ size_t bf__conv_psum_of(const bf__step *st, int64_t *block, int64_t *chunk)
  * one. The estimate's bytes are those of every step that would take one
  * on AVX-512, whatever this CPU has, as the products' are (an upper
  * bound). */
-enum { PACK_BCAST, PACK_LANES1X1, PACK_REORDER };   /* whose copy: linalg_conv_bcast.c's, pwlanes.c's, the AVX2 panels' */
+/* whose copy: linalg_conv_bcast.c's (AVX-512's row blocks of 64, AVX2's of
+ * 16: two layouts, two kinds, so that plans of either level on one model
+ * never read the other's), pwlanes.c's, the AVX2 panels' */
+enum { PACK_BCAST, PACK_LANES1X1, PACK_REORDER, PACK_BCAST8 };
 typedef struct conv_pack_job {
     const bf__conv_params *cp;
     const float *wt;
@@ -248,7 +251,10 @@ static int conv_pack_fill(const void *ctx, float *out)
  * (bf__conv_reorder_floats: none of the others') */
 static int conv_pack_kind(const bf__conv_params *cp)
 {
-    return bf__conv_pwl_pack_floats(cp) ? PACK_LANES1X1 : bf__conv_reorder_floats(cp) ? PACK_REORDER : PACK_BCAST;
+    return bf__conv_pwl_pack_floats(cp)     ? PACK_LANES1X1
+           : bf__conv_reorder_floats(cp)    ? PACK_REORDER
+           : cp->simd < BF_SGEMM_AVX512     ? PACK_BCAST8
+                                            : PACK_BCAST;
 }
 
 static size_t conv_pack_floats(const bf__conv_params *cp)

@@ -1,7 +1,9 @@
 /* A 2-D Conv with the output channels in the vector lanes, the input
- * broadcast (AVX-512): ONNX Runtime's NCHWc kernel's structure over NCHW
- * tensors (docs/ENGINE.md, "The convolution path"; measured in
- * docs/BENCHMARKS.md, "Output channels in the lanes").
+ * broadcast (AVX-512; on AVX2 the same schedule with the blocks, epilogue
+ * and weight packing of linalg_conv_bcast8.c, linalg_bcast.h): ONNX
+ * Runtime's NCHWc kernel's structure over NCHW tensors (docs/ENGINE.md,
+ * "The convolution path"; measured in docs/BENCHMARKS.md, "Output
+ * channels in the lanes", and on AVX2 in docs/perf/conv/h43.md).
  *
  * A block is NP output positions x NV vectors of 16 output channels: per
  * k term, NV loads of packed weights (row block, k, 16 NV channels), NP
@@ -34,20 +36,11 @@
 #include <string.h>
 
 #include "asan_region.h"
+#include "linalg_bcast.h"
 #include "linalg_window.h"
 #include "sgemm.h"
 #include "transpose8.h"
 
-/* How far ahead (floats) bc_epi asks for the residual's and y's lines of
- * each channel it is on: 4 lines. Its 16 channel planes at a time are 32
- * streams (16 read, 16 written), more than the hardware's prefetchers
- * follow: the residual's loads (a value written a whole Conv earlier, in
- * memory) took 41% of bc_epi's samples and the stores another 16%. Hints
- * only, the same bits (a line past an array's end is never read: a
- * prefetch does not fault). resnet18 at batch 32 (docs/perf/conv/h33.md, h33-epi):
- * bc_epi's samples -28%, the pass's -1.1%; 128 and 256 measured the same */
-#define BC_RESPF 64
-#define BC_YPF 64
 #define BC_NP 6          /* positions a block */
 #define BC_TILE 516      /* positions a tile at most (a multiple of BC_NP): its sums 129 KiB */
 #define BC_MAXKSP 49     /* kernel positions it takes (7 x 7): a channel block's map on the stack */
@@ -57,11 +50,16 @@
  * position's sums fewer times; measured against 16, 32, 64 and all
  * channels a chunk in docs/perf/conv.md, "Longer chunks of K" */
 #define BC_KCHUNK 1152
+/* AVX2's: 288, 32 channels of a 3x3 kernel, a 16-channel slice's weights
+ * 18 KiB, in L1 across the tile's blocks (bc_run). resnet18's 3x3 Convs at
+ * batch 4 on a Zen 2, against 576 and 1152: level to 3% slower on layers
+ * 1-3, 1-3% faster on layer4 (docs/perf/conv/h43.md, h43-bcast8) */
+#define BC_KCHUNK8 288
 
-/* channel blocks a chunk */
-static int64_t bc_chunk(int64_t ksp)
+/* channel blocks a chunk (avx2: the AVX2 half's) */
+static int64_t bc_chunk(int64_t ksp, int avx2)
 {
-    int64_t b = BC_KCHUNK / (BF__CONV_CBLOCK * ksp);
+    int64_t b = (avx2 ? BC_KCHUNK8 : BC_KCHUNK) / (BF__CONV_CBLOCK * ksp);
     return b > 1 ? b : 1;
 }
 
@@ -89,28 +87,6 @@ static int64_t bc_chunk(int64_t ksp)
 #define BC_ASAN(...) ((void)0)
 #endif
 
-typedef struct bcast_job {
-    const float *xp, *bias;
-    const bf__act *act;      /* NULL: none; act->res laid out as y */
-    float *y, *acc;
-    const int32_t *off;      /* k term p's offset from a position's first float */
-    const int32_t *pin;      /* position q's first float in the planes */
-    const int32_t *pout;     /* position q's output index in channel 0 */
-    int64_t kc, ksp, cg, osp;
-    /* partial sums (op.h, bf__psum): the call's first position's
-     * checkpoints, checkpoint k of row block r at k slab + r rstride,
-     * taken after the input channels before ckat[k] (save); or the sums
-     * of the channels before `from`, to resume from (load) */
-    float *save;
-    const int64_t *ckat;
-    int64_t nck;
-    const float *load;
-    int64_t from, slab, rstride;
-    /* the padding taps left out (bc_sched), where bf__conv_bcast found that
-     * exact: the window, to tell each position's taps in the padding */
-    int skip;
-    const bf__window *win;
-} bcast_job;
 
 /* x86's first source is the one returned when both are NaN: the Add's A
  * keeps its payload (sgemm.c's add_first16) */
@@ -265,14 +241,16 @@ AVX512 static void bc_pack(const bcast_job *j, const float *wt, int64_t nr, int6
 }
 
 /* channel block cb of rows r0 .. r0 + nr, each stored weight to its k
- * term's place (tap-major inside the block, as bf__conv_krow orders it) */
-AVX512 static void bc_pack_block(const bcast_job *j, const float *wt, int64_t nr, int64_t cb, float *wb)
+ * term's place (tap-major inside the block, as bf__conv_krow orders it),
+ * by the job's level's packer (the same moves) */
+static void bc_pack_block(const bcast_job *j, const float *wt, int64_t nr, int64_t cb, float *wb)
 {
     int64_t c0 = cb * BF__CONV_CBLOCK, width = j->cg - c0 < BF__CONV_CBLOCK ? j->cg - c0 : BF__CONV_CBLOCK;
     int32_t kmap[BF__CONV_CBLOCK * BC_MAXKSP];
     for (int64_t c = 0; c < width; c++)
         for (int64_t tap = 0; tap < j->ksp; tap++) kmap[c * j->ksp + tap] = (int32_t)(tap * width + c);
-    bc_pack(j, wt, nr, cb, kmap, wb);
+    if (j->avx2) bf__bc8_pack(j, wt, nr, cb, kmap, wb);
+    else bc_pack(j, wt, nr, cb, kmap, wb);
 }
 
 /* (bc_dispatch is not inlined: in bc_run the six positions' pointers
@@ -536,10 +514,10 @@ static void bc_plan_chunk(const bcast_job *j, int64_t cb0, int64_t cb1, bc_sched
  * the chunk runs over the tile. Each block of 16 channels is packed with
  * its own k map, the chunk's blocks one after the other in wb, in k order
  * (bf__conv_krow orders k by channel block first). */
-AVX512 static void bc_run(const bcast_job *j, const float *wt, const float *wpk, int64_t m, int64_t npos, float *wb,
+static void bc_run(const bcast_job *j, const float *wt, const float *wpk, int64_t m, int64_t npos, float *wb,
                           int8_t *rowcls, bc_sched *sc)
 {
-    int64_t ncb = (j->cg + BF__CONV_CBLOCK - 1) / BF__CONV_CBLOCK, chb = bc_chunk(j->ksp);
+    int64_t ncb = (j->cg + BF__CONV_CBLOCK - 1) / BF__CONV_CBLOCK, chb = bc_chunk(j->ksp, j->avx2);
     bc_plan_call(j, chb, rowcls, sc);
     int64_t ntiles = (npos + BC_TILE - 1) / BC_TILE, tile = (npos + ntiles - 1) / ntiles;
     tile = (tile + BC_NP - 1) / BC_NP * BC_NP;
@@ -557,39 +535,57 @@ AVX512 static void bc_run(const bcast_job *j, const float *wt, const float *wpk,
                 cb1 = (cb0 / chb + 1) * chb < ncb ? (cb0 / chb + 1) * chb : ncb;
                 if (j->save && kq < j->nck && j->ckat[kq] / BF__CONV_CBLOCK < cb1) cb1 = j->ckat[kq] / BF__CONV_CBLOCK;
                 if (j->load && cb0 * BF__CONV_CBLOCK == j->from) memcpy(j->acc, j->load + ck, sizeof(float) * tfl);
+                /* the row block's slices: all of it at once (AVX-512's
+                 * blocks: one slice of 16 nv rows), or 16 rows at a time
+                 * (AVX2's: nv slices one after the other over the tile's
+                 * blocks, a slice's weights for the segment then in L1
+                 * across the blocks); a slice's weights [k][sw] */
+                int ns = j->avx2 ? nv : 1;
+                int64_t sw = j->avx2 ? 16 : 16 * nv;
                 int64_t p0 = cb0 * BF__CONV_CBLOCK * j->ksp, p1 = p0;
+                int64_t len = ((cb1 * BF__CONV_CBLOCK < j->cg ? cb1 * BF__CONV_CBLOCK : j->cg) - cb0 * BF__CONV_CBLOCK) * j->ksp;
                 for (int64_t cb = cb0; cb < cb1; cb++) {
                     int64_t c0 = cb * BF__CONV_CBLOCK, width = j->cg - c0 < BF__CONV_CBLOCK ? j->cg - c0 : BF__CONV_CBLOCK;
-                    if (!wpk) bc_pack_block(j, wt + r0 * j->kc, 16 * nv, cb, wb + (p1 - p0) * 16 * nv);
+                    for (int v = 0; v < ns && !wpk; v++)
+                        bc_pack_block(j, wt + (r0 + v * sw) * j->kc, sw, cb, wb + v * sw * len + (p1 - p0) * sw);
                     p1 += width * j->ksp;
                 }
                 if (sc->ncls > 1) bc_plan_chunk(j, cb0, cb1, sc);
-                /* the row block's weights, [k][16 nv] over all of K: the
-                 * model's copy packed once, or this chunk's just packed */
-                const float *wr = wpk ? wpk + r0 * j->kc : wb - p0 * 16 * nv;
-                /* the copy's next weights (the next chunk's, or the next
-                 * row block's first: the copy is in this loop's order)
-                 * into L2 while this chunk runs, a line every 4 k terms of
-                 * a block until a chunk's worth is asked for; otherwise
-                 * the prefetch touches this chunk's own weights, in cache */
-                int64_t nx = r0 * j->kc + p1 * 16 * nv, nend = r0 * j->kc + (2 * p1 - p0) * 16 * nv;
-                if (nend > m * j->kc) nend = m * j->kc;
-                BC_ASAN(j, nv, t0, t1, wr, p0, p1, j->acc);
-                for (int b = 0; b < sc->nb; b++) {
-                    int np = sc->at[b + 1] - sc->at[b], c = sc->cls[b];
-                    const int32_t *rows = sc->ord + sc->at[b];
-                    int64_t kt = sc->mask[c] ? sc->kt[c] : p1 - p0;
-                    const char *pf = (const char *)(wpk && nx + kt * 4 <= nend ? wpk + nx : wr + p0 * 16 * nv);
-                    if (sc->mask[c])
-                        bc_dispatchm(j, nv, np, wr, pf, rows, t0, sc->rg[c], sc->nrg[c], j->acc, cb0 == 0);
-                    else
-                        bc_dispatch(j, nv, np, wr, pf, rows, t0, p0, p1, j->acc, cb0 == 0);
-                    nx += kt * 4;
+                for (int v = 0; v < ns; v++) {
+                    /* the slice's weights, [k][sw] over all of K: the
+                     * model's copy packed once, or this segment's just packed */
+                    const float *wr = wpk ? wpk + (r0 + v * sw) * j->kc : wb + v * sw * len - p0 * sw;
+                    float *acc = j->acc + v * sw;
+                    /* the copy's next weights (the next chunk's, or the next
+                     * slice's first: the copy is in this loop's order) into
+                     * L2 while this segment runs, a line every 4 k terms of
+                     * a block until a segment's worth is asked for;
+                     * otherwise the prefetch touches this segment's own
+                     * weights, in cache */
+                    int64_t nx = (r0 + v * sw) * j->kc + p1 * sw, nend = nx + (p1 - p0) * sw;
+                    if (nend > m * j->kc) nend = m * j->kc;
+                    BC_ASAN(j, (int)(sw / 16), t0, t1, wr, p0, p1, acc);
+                    for (int b = 0; b < sc->nb; b++) {
+                        int np = sc->at[b + 1] - sc->at[b], c = sc->cls[b];
+                        const int32_t *rows = sc->ord + sc->at[b];
+                        int64_t kt = sc->mask[c] ? sc->kt[c] : p1 - p0;
+                        const char *pf = (const char *)(wpk && nx + kt * 4 <= nend ? wpk + nx : wr + p0 * sw);
+                        if (sc->mask[c] && j->avx2)
+                            bf__bc8_dispatchm(j, np, wr, pf, rows, t0, sc->rg[c], sc->nrg[c], acc, cb0 == 0);
+                        else if (sc->mask[c])
+                            bc_dispatchm(j, nv, np, wr, pf, rows, t0, sc->rg[c], sc->nrg[c], acc, cb0 == 0);
+                        else if (j->avx2)
+                            bf__bc8_dispatch(j, np, wr, pf, rows, t0, p0, p1, acc, cb0 == 0);
+                        else
+                            bc_dispatch(j, nv, np, wr, pf, rows, t0, p0, p1, acc, cb0 == 0);
+                        nx += kt * 4;
+                    }
                 }
                 /* the sums at a checkpoint, as they go to the next segment */
                 if (j->save && kq < j->nck && j->ckat[kq] / BF__CONV_CBLOCK == cb1)
                     memcpy(j->save + kq++ * j->slab + ck, j->acc, sizeof(float) * tfl);
-                if (cb1 == ncb) bc_epi(j, r0, nv, t0, t1);
+                if (cb1 == ncb && j->avx2) bf__bc8_epi(j, r0, nv, t0, t1);
+                else if (cb1 == ncb) bc_epi(j, r0, nv, t0, t1);
             }
         }
     }
@@ -601,7 +597,7 @@ int bf__conv_bcast_ok(const bf__conv_params *cp)
 #if defined(__x86_64__) && defined(__GNUC__)
     const bf__window *w = &cp->w;
     int s2 = !bf__conv_padded_ok(w) && bf__conv_strided_ok(w);
-    if (cp->simd < BF_SGEMM_AVX512 || cp->nb != 1 || cp->kc <= 0 || cp->mg % 16 || cp->ksp > BC_MAXKSP ||
+    if (cp->simd < BF_SGEMM_AVX2 || cp->nb != 1 || cp->kc <= 0 || cp->mg % 16 || cp->ksp > BC_MAXKSP ||
         (!bf__conv_padded_ok(w) && !s2))
         return 0;
     /* offsets and output indices as int32 */
@@ -626,7 +622,12 @@ int bf__conv_bcast_ok(const bf__conv_params *cp)
  * vectors hold padding lanes or its blocks span few rows; with at least 16
  * input channels and K of 576 or more, since the epilogue's scatter of each
  * output costs the same whatever K (the 1x1 stride-2 downsamples, K
- * 64-256, 0.70-1.25x; the stems of 3 channels 0.60-0.77x). */
+ * 64-256, 0.70-1.25x; the stems of 3 channels 0.60-0.77x). The same shapes
+ * on AVX2 (a Zen 2, W packed once against sgemm.c's panels from the
+ * planes; docs/perf/conv/h43.md): layer4 1.44x, layer4.0.conv1 1.30x,
+ * layer3 1.15x, layer3.0.conv1 1.11x, layer2 1.05x, layer1 and
+ * layer2.0.conv1 1.02-1.03x; the downsamples 0.60-0.66x and resnet18's
+ * stem 0.82x (W packed a call). */
 int bf__conv_bcast_want(const bf__conv_params *cp)
 {
     const bf__window *w = &cp->w;
@@ -654,14 +655,14 @@ static size_t acc_floats(int64_t npos)
 size_t bf__conv_bcast_floats(const bf__conv_params *cp)
 {
     int64_t npos = bf__conv_bcast_images(cp) * cp->osp;
-    return acc_floats(npos) + (size_t)(64 * BF__CONV_CBLOCK * cp->ksp * bc_chunk(cp->ksp)) + (((size_t)cp->kc + 15) & ~(size_t)15) +
+    return acc_floats(npos) + (size_t)(64 * BF__CONV_CBLOCK * cp->ksp * bc_chunk(cp->ksp, cp->simd < BF_SGEMM_AVX512)) + (((size_t)cp->kc + 15) & ~(size_t)15) +
            2 * (((size_t)npos + 15) & ~(size_t)15) + (((size_t)cp->w.out[1] + 63) & ~(size_t)63) / 4;
 }
 
 /* chunks of K a run takes, and the input channels of each but the last */
 int64_t bf__conv_bcast_chunks(const bf__conv_params *cp, int64_t *channels)
 {
-    int64_t chb = bc_chunk(cp->ksp), ncb = (cp->cg + BF__CONV_CBLOCK - 1) / BF__CONV_CBLOCK;
+    int64_t chb = bc_chunk(cp->ksp, cp->simd < BF_SGEMM_AVX512), ncb = (cp->cg + BF__CONV_CBLOCK - 1) / BF__CONV_CBLOCK;
     if (channels) *channels = chb * BF__CONV_CBLOCK;
     return (ncb + chb - 1) / chb;
 }
@@ -683,7 +684,7 @@ size_t bf__conv_bcast_pack_floats(const bf__conv_params *cp)
 int bf__conv_bcast_pack(const bf__conv_params *cp, const float *wt, float *out)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (!cp->bcast || cp->simd < BF_SGEMM_AVX512) return 0;
+    if (!cp->bcast || cp->simd < BF_SGEMM_AVX2) return 0;
     /* a W with an Inf or NaN is not packed once: its calls pack it per chunk
      * and compute every padding tap (bc_sched: 0 * Inf is NaN) */
     for (int64_t e = 0; e < cp->m * cp->kc; e++) {
@@ -691,11 +692,11 @@ int bf__conv_bcast_pack(const bf__conv_params *cp, const float *wt, float *out)
         memcpy(&u, &wt[e], sizeof u);
         if ((u & 0x7f800000u) == 0x7f800000u) return 0;
     }
-    bcast_job j = {.kc = cp->kc, .ksp = cp->ksp, .cg = cp->cg};
-    int64_t ncb = (cp->cg + BF__CONV_CBLOCK - 1) / BF__CONV_CBLOCK;
+    bcast_job j = {.kc = cp->kc, .ksp = cp->ksp, .cg = cp->cg, .avx2 = cp->simd < BF_SGEMM_AVX512};
+    int64_t ncb = (cp->cg + BF__CONV_CBLOCK - 1) / BF__CONV_CBLOCK, rb = j.avx2 ? 16 : 64;
     for (int64_t g = 0; g < cp->group; g++)
-        for (int64_t r0 = 0; r0 < cp->mg; r0 += 64) {
-            int64_t nr = cp->mg - r0 >= 64 ? 64 : cp->mg - r0, at = (g * cp->mg + r0) * cp->kc;
+        for (int64_t r0 = 0; r0 < cp->mg; r0 += rb) {
+            int64_t nr = cp->mg - r0 >= rb ? rb : cp->mg - r0, at = (g * cp->mg + r0) * cp->kc;
             for (int64_t cb = 0; cb < ncb; cb++)
                 bc_pack_block(&j, wt + at, nr, cb, out + at + cb * BF__CONV_CBLOCK * cp->ksp * nr);
         }
@@ -742,7 +743,7 @@ void bf__conv_bcast(const bf__conv_params *cp, const float *wt, const float *wpk
     const bf__window *w = &cp->w;
     int64_t wpd = w->in[2] + w->pb[2] + w->pe[2], plane = bf__conv_padded_plane(w), npos = ni * cp->osp;
     float *acc = buf, *wb = acc + acc_floats(bf__conv_bcast_images(cp) * cp->osp);
-    int32_t *off = (int32_t *)(wb + 64 * BF__CONV_CBLOCK * cp->ksp * bc_chunk(cp->ksp));
+    int32_t *off = (int32_t *)(wb + 64 * BF__CONV_CBLOCK * cp->ksp * bc_chunk(cp->ksp, cp->simd < BF_SGEMM_AVX512));
     int32_t *pin = off + (((size_t)cp->kc + 15) & ~(size_t)15);
     int32_t *pout = pin + (((size_t)bf__conv_bcast_images(cp) * cp->osp + 15) & ~(size_t)15);
     int8_t *rowcls = (int8_t *)(pout + (((size_t)bf__conv_bcast_images(cp) * cp->osp + 15) & ~(size_t)15));
@@ -757,7 +758,9 @@ void bf__conv_bcast(const bf__conv_params *cp, const float *wt, const float *wpk
                 pout[q] = (int32_t)(i * cp->m * cp->osp + oh * w->out[2] + ow);
             }
     bcast_job j = {xp, bias, act, y, acc, off, pin, pout, cp->kc, cp->ksp, cp->cg, cp->osp, NULL, NULL, 0, NULL, 0, 0, 0,
-                   wpk && bc_any_pad(w) && !bc_neg_zero(bias, cp->mg), w};
+                   wpk && bc_any_pad(w) && !bc_neg_zero(bias, cp->mg), w, cp->simd < BF_SGEMM_AVX512, plane, 0, 0};
+    j.lastk = (cp->cg - 1) / BF__CONV_CBLOCK * BF__CONV_CBLOCK * cp->ksp;
+    j.lastw = cp->cg - (cp->cg - 1) / BF__CONV_CBLOCK * BF__CONV_CBLOCK;
     if (ps && (ps->save ? bc_ckat_ok(ps->at, ps->n, cp->cg) : ps->load && ps->lk >= 0 && bc_ckat_ok(&ps->from, 1, cp->cg))) {
         int64_t at = img0 * cp->osp * 64;
         j.rstride = cp->n * cp->osp * 64;

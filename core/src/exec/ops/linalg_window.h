@@ -176,7 +176,8 @@ float *bf__conv_planes_zeros(const bf__conv_params *cp, float *buf);
 void bf__conv_planes(const bf__conv_params *cp, const float *a, int64_t m, float *buf, const float *bias,
                      const bf__act *act, float *y);
 /* linalg_conv_bcast.c: a Conv of bf__conv_packed's padded planes with
- * 16 output channels to a vector and the input broadcast (AVX-512), the
+ * 16 output channels to a vector and the input broadcast (AVX-512; on
+ * AVX2 linalg_conv_bcast8.c's blocks, two vectors of 8), the
  * bits bf__conv_packed's product gives. bf__conv_bcast_ok: the shapes and
  * level it can take (mg a multiple of 16); bf__conv_bcast_want: those
  * prepare gives it (measured per shape). bf__conv_bcast: every channel of
