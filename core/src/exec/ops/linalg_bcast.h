@@ -61,7 +61,7 @@ void bf__bc8_dispatch(const bcast_job *j, int np, const float *wb, const char *p
 void bf__bc8_dispatchm(const bcast_job *j, int np, const float *wb, const char *pf, const int32_t *rows, int64_t t0,
                        const int32_t *rg, int nrg, float *acc, int first);
 void bf__bc8_epi(const bcast_job *j, int64_t r0, int nv, int64_t t0, int64_t t1);
-void bf__bc8_pack(const bcast_job *j, const float *wt, int64_t nr, int64_t cb, const int32_t *kmap, float *wb);
+void bf__bc8_pack(const bcast_job *j, const float *wt, int64_t nr, int64_t n, const int32_t *kmap, float *wb);
 #endif
 
 #endif

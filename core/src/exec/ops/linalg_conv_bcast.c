@@ -213,44 +213,45 @@ NO_ASAN AVX512 __attribute__((noinline)) static void bc_dispatchm(const bcast_jo
     BC_DISPATCH(bcm_, (j, wb, pf, rows, t0, rg, nrg, acc, first))
 }
 
-/* The weights of rows r0 .. r0 + nr (wt: [rows][c][taps], as stored), k
- * terms of channel block cb, into wb as [k - p0][nr] (kmap[j]: the k - p0
- * of the chunk's j-th stored weight): a plan passes the model's copy of
- * all of W packed once this way (bf__conv_bcast_pack, base/wpack.h) while
- * the step reads the model's own tensor; a plan whose W holds a fault
- * packs it here a chunk at a time as bc_run uses it. 16 x 16 tiles
- * transposed where the chunk is whole tiles, else one float at a time;
- * moves only, so the weights keep their bits. */
-AVX512 static void bc_pack(const bcast_job *j, const float *wt, int64_t nr, int64_t cb, const int32_t *kmap,
-                           float *wb)
+/* The n weights of a channel block of rows 0 .. nr (wt: row 0's first,
+ * rows kc apart), each to wb[kmap[t] nr + r] as 16 x 16 tiles transposed
+ * (n and nr whole tiles: bc_pack_block's case) */
+AVX512 static void bc_pack(const bcast_job *j, const float *wt, int64_t nr, int64_t n, const int32_t *kmap, float *wb)
 {
-    int64_t c0 = cb * BF__CONV_CBLOCK, width = j->cg - c0 < BF__CONV_CBLOCK ? j->cg - c0 : BF__CONV_CBLOCK;
-    int64_t n = width * j->ksp;
-    if (n % 16) {
-        for (int64_t r = 0; r < nr; r++)
-            for (int64_t t = 0; t < n; t++) wb[kmap[t] * nr + r] = wt[r * j->kc + c0 * j->ksp + t];
-        return;
-    }
     for (int64_t r = 0; r < nr; r += 16)
         for (int64_t t0 = 0; t0 < n; t0 += 16) {
             __m512 v[16];
-            for (int i = 0; i < 16; i++) v[i] = _mm512_loadu_ps(wt + (r + i) * j->kc + c0 * j->ksp + t0);
+            for (int i = 0; i < 16; i++) v[i] = _mm512_loadu_ps(wt + (r + i) * j->kc + t0);
             bf__transpose16(v);
             for (int i = 0; i < 16; i++) _mm512_storeu_ps(wb + kmap[t0 + i] * nr + r, v[i]);
         }
 }
 
-/* channel block cb of rows r0 .. r0 + nr, each stored weight to its k
- * term's place (tap-major inside the block, as bf__conv_krow orders it),
- * by the job's level's packer (the same moves) */
+/* The weights of rows r0 .. r0 + nr (wt: [rows][c][taps], as stored), k
+ * terms of channel block cb, into wb as [k - p0][nr], each stored weight
+ * to its k term's place (kmap[t]: tap-major inside the block, as
+ * bf__conv_krow orders it): a plan passes the model's copy of all of W
+ * packed once this way (bf__conv_bcast_pack, base/wpack.h) while the step
+ * reads the model's own tensor; a plan whose W holds a fault packs it
+ * here a chunk at a time as bc_run uses it. Tiles of the level's lanes
+ * transposed (bc_pack, bf__bc8_pack) where the block is whole tiles, else
+ * one float at a time; moves only, so the weights keep their bits. */
 static void bc_pack_block(const bcast_job *j, const float *wt, int64_t nr, int64_t cb, float *wb)
 {
     int64_t c0 = cb * BF__CONV_CBLOCK, width = j->cg - c0 < BF__CONV_CBLOCK ? j->cg - c0 : BF__CONV_CBLOCK;
+    int64_t n = width * j->ksp;
     int32_t kmap[BF__CONV_CBLOCK * BC_MAXKSP];
     for (int64_t c = 0; c < width; c++)
         for (int64_t tap = 0; tap < j->ksp; tap++) kmap[c * j->ksp + tap] = (int32_t)(tap * width + c);
-    if (j->avx2) bf__bc8_pack(j, wt, nr, cb, kmap, wb);
-    else bc_pack(j, wt, nr, cb, kmap, wb);
+    wt += c0 * j->ksp;
+    if (n % (j->avx2 ? 8 : 16)) {
+        for (int64_t r = 0; r < nr; r++)
+            for (int64_t t = 0; t < n; t++) wb[kmap[t] * nr + r] = wt[r * j->kc + t];
+    } else if (j->avx2) {
+        bf__bc8_pack(j, wt, nr, n, kmap, wb);
+    } else {
+        bc_pack(j, wt, nr, n, kmap, wb);
+    }
 }
 
 /* (bc_dispatch is not inlined: in bc_run the six positions' pointers

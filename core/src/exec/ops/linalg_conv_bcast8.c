@@ -206,27 +206,17 @@ AVX2 void bf__bc8_epi(const bcast_job *j, int64_t r0, int nv, int64_t t0, int64_
         }
 }
 
-/* bc_pack's: the weights of rows r0 .. r0 + nr (wt: [rows][c][taps], as
- * stored), k terms of channel block cb, into wb as [k - p0][nr] (kmap[t]:
- * the k - p0 of the block's t-th stored weight). 8 x 8 tiles transposed
- * where the block is whole tiles (nr is a multiple of 16), else one float
- * at a time: moves only. */
-AVX2 void bf__bc8_pack(const bcast_job *j, const float *wt, int64_t nr, int64_t cb, const int32_t *kmap, float *wb)
+/* bc_pack's: the n weights of a channel block of rows 0 .. nr (wt: row
+ * 0's first, rows kc apart), each to wb[kmap[t] nr + r], as 8 x 8 tiles
+ * transposed (n and nr whole tiles: bc_pack_block's case); moves only */
+AVX2 void bf__bc8_pack(const bcast_job *j, const float *wt, int64_t nr, int64_t n, const int32_t *kmap, float *wb)
 {
-    int64_t c0 = cb * BF__CONV_CBLOCK, width = j->cg - c0 < BF__CONV_CBLOCK ? j->cg - c0 : BF__CONV_CBLOCK;
-    int64_t n = width * j->ksp;
-    if (n % 8) {
-        for (int64_t r = 0; r < nr; r++)
-            for (int64_t t = 0; t < n; t++) wb[kmap[t] * nr + r] = wt[r * j->kc + c0 * j->ksp + t];
-        return;
-    }
     for (int64_t r = 0; r < nr; r += 8)
         for (int64_t t0 = 0; t0 < n; t0 += 8) {
             float tr[64];   /* tr[8 i + rr]: row r + rr's weight t0 + i */
-            bf__transpose8(wt + r * j->kc + c0 * j->ksp + t0, j->kc, tr, 8);
+            bf__transpose8(wt + r * j->kc + t0, j->kc, tr, 8);
             for (int i = 0; i < 8; i++) memcpy(wb + kmap[t0 + i] * nr + r, tr + 8 * i, 8 * sizeof(float));
         }
 }
-
 #endif
 
