@@ -150,7 +150,7 @@ int main(int argc, char **argv)
         cp.isp = (int64_t)sh->h * sh->h, cp.osp = (int64_t)oh * oh, cp.ksp = (int64_t)sh->k * sh->k;
         cp.kc = cp.ksp * sh->c, cp.nb = 1, cp.has_bias = 1, cp.simd = level, cp.stem = 0;
         cp.off_cols = ((size_t)(cp.m * cp.kc) + 15) & ~(size_t)15;
-        /* AVX2's stride-2 path is im2col: one image's columns, then its product's row of zeros */
+        /* room for one image's columns and its product's row of zeros, should a path fall back to im2col */
         cp.off_tmp = level >= BF_SGEMM_AVX512 ? cp.off_cols : cp.off_cols + (size_t)(cp.kc * cp.osp);
         int64_t pi = bf__conv_packed_images(&cp);
         cp.scratch_floats = cp.off_cols + bf__conv_packed_floats(&cp, pi + bf__conv_bcast_images(&cp)) + bf__conv_bcast_floats(&cp) +

@@ -300,7 +300,7 @@ const conv_case cases[] = {
      * image's edge: 7x7 maps of several images a call). At AVX2
      * linalg_conv_bcast8.c's: 6 positions x 16 channels a slice, the row
      * block's slices in turn, K in chunks of 32 channels (72: a last block of
-     * 8, runs of 8 taps' channels), weights as 8 x 8 tiles or a float at a
+     * 8 channels, its runs 8 k terms), weights as 8 x 8 tiles or a float at a
      * time, the epilogue on 8 x 8 tiles or a position's 8 channels */
     {"bcast: 7x7 maps, 9 images (8 a call, then 1), 48 rows (three vectors), an Inf weight", 9, 128, 7, 7, 48, 1, 3, 3, 1,
      1, {1, 1, 1, 1}, 1, 1},

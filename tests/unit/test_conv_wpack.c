@@ -1,6 +1,7 @@
 /* A Conv whose kernel takes W packed (the output channels in the lanes,
- * linalg_conv_bcast.c, and for 1x1 linalg_conv_pwlanes.c, on AVX-512; on
- * AVX2 a Conv of more than one tap on the panels, W's rows reordered to the
+ * linalg_conv_bcast.c, on AVX-512 and AVX2 (its own layout there), and for
+ * 1x1 linalg_conv_pwlanes.c, on AVX-512; on AVX2 a Conv of more than one tap
+ * that the lanes do not take runs the panels, W's rows reordered to the
  * column matrix's K order, bf__conv_reorder) reads the model's copy of W packed once
  * (base/wpack.h; plan.c, packed_of) while the plan reads the model's own
  * tensor, and packs its own W at every call once a fault is in it:
@@ -17,8 +18,8 @@
  *     projection of the 160 channels to 80 rows (row blocks of 3 and 2
  *     vectors of 16) on the 15x15 map; a batch of 3 (calls of 2 images,
  *     then 1; the 8x8 output all 3 in one); at AVX-512 with and without
- *     fusion, at AVX2 (the three Convs of more than one tap on the reordered
- *     copy) and the reference (no copy there) once each; a fault
+ *     fusion, at AVX2 (the three Convs of more than one tap on the lanes'
+ *     copy in row blocks of 16, linalg_conv_bcast8.c) and the reference (no copy there) once each; a fault
  *     in each Conv's W at the first and the last element of a row block
  *     and of the tensor.
  *   - several faults at once in one W and across two, undone in another

@@ -56,6 +56,10 @@
  * 1-3, 1-3% faster on layer4 (docs/perf/conv/h43.md, h43-bcast8) */
 #define BC_KCHUNK8 288
 
+/* Whether a step runs the AVX2 half (linalg_conv_bcast8.c): its blocks,
+ * chunks and packed layout, else AVX-512's */
+static int bc_avx2(const bf__conv_params *cp) { return cp->simd < BF_SGEMM_AVX512; }
+
 /* channel blocks a chunk (avx2: the AVX2 half's) */
 static int64_t bc_chunk(int64_t ksp, int avx2)
 {
@@ -543,14 +547,13 @@ static void bc_run(const bcast_job *j, const float *wt, const float *wpk, int64_
                  * across the blocks); a slice's weights [k][sw] */
                 int ns = j->avx2 ? nv : 1;
                 int64_t sw = j->avx2 ? 16 : 16 * nv;
-                int64_t p0 = cb0 * BF__CONV_CBLOCK * j->ksp, p1 = p0;
-                int64_t len = ((cb1 * BF__CONV_CBLOCK < j->cg ? cb1 * BF__CONV_CBLOCK : j->cg) - cb0 * BF__CONV_CBLOCK) * j->ksp;
-                for (int64_t cb = cb0; cb < cb1; cb++) {
-                    int64_t c0 = cb * BF__CONV_CBLOCK, width = j->cg - c0 < BF__CONV_CBLOCK ? j->cg - c0 : BF__CONV_CBLOCK;
-                    for (int v = 0; v < ns && !wpk; v++)
-                        bc_pack_block(j, wt + (r0 + v * sw) * j->kc, sw, cb, wb + v * sw * len + (p1 - p0) * sw);
-                    p1 += width * j->ksp;
-                }
+                /* the segment's k terms [p0, p1): its channels' (the last block may be narrower) */
+                int64_t p0 = cb0 * BF__CONV_CBLOCK * j->ksp;
+                int64_t p1 = (cb1 * BF__CONV_CBLOCK < j->cg ? cb1 * BF__CONV_CBLOCK : j->cg) * j->ksp, len = p1 - p0;
+                for (int64_t cb = cb0; cb < cb1 && !wpk; cb++)
+                    for (int v = 0; v < ns; v++)
+                        bc_pack_block(j, wt + (r0 + v * sw) * j->kc, sw, cb,
+                                      wb + v * sw * len + (cb - cb0) * BF__CONV_CBLOCK * j->ksp * sw);
                 if (sc->ncls > 1) bc_plan_chunk(j, cb0, cb1, sc);
                 for (int v = 0; v < ns; v++) {
                     /* the slice's weights, [k][sw] over all of K: the
@@ -656,14 +659,14 @@ static size_t acc_floats(int64_t npos)
 size_t bf__conv_bcast_floats(const bf__conv_params *cp)
 {
     int64_t npos = bf__conv_bcast_images(cp) * cp->osp;
-    return acc_floats(npos) + (size_t)(64 * BF__CONV_CBLOCK * cp->ksp * bc_chunk(cp->ksp, cp->simd < BF_SGEMM_AVX512)) + (((size_t)cp->kc + 15) & ~(size_t)15) +
+    return acc_floats(npos) + (size_t)(64 * BF__CONV_CBLOCK * cp->ksp * bc_chunk(cp->ksp, bc_avx2(cp))) + (((size_t)cp->kc + 15) & ~(size_t)15) +
            2 * (((size_t)npos + 15) & ~(size_t)15) + (((size_t)cp->w.out[1] + 63) & ~(size_t)63) / 4;
 }
 
 /* chunks of K a run takes, and the input channels of each but the last */
 int64_t bf__conv_bcast_chunks(const bf__conv_params *cp, int64_t *channels)
 {
-    int64_t chb = bc_chunk(cp->ksp, cp->simd < BF_SGEMM_AVX512), ncb = (cp->cg + BF__CONV_CBLOCK - 1) / BF__CONV_CBLOCK;
+    int64_t chb = bc_chunk(cp->ksp, bc_avx2(cp)), ncb = (cp->cg + BF__CONV_CBLOCK - 1) / BF__CONV_CBLOCK;
     if (channels) *channels = chb * BF__CONV_CBLOCK;
     return (ncb + chb - 1) / chb;
 }
@@ -693,7 +696,7 @@ int bf__conv_bcast_pack(const bf__conv_params *cp, const float *wt, float *out)
         memcpy(&u, &wt[e], sizeof u);
         if ((u & 0x7f800000u) == 0x7f800000u) return 0;
     }
-    bcast_job j = {.kc = cp->kc, .ksp = cp->ksp, .cg = cp->cg, .avx2 = cp->simd < BF_SGEMM_AVX512};
+    bcast_job j = {.kc = cp->kc, .ksp = cp->ksp, .cg = cp->cg, .avx2 = bc_avx2(cp)};
     int64_t ncb = (cp->cg + BF__CONV_CBLOCK - 1) / BF__CONV_CBLOCK, rb = j.avx2 ? 16 : 64;
     for (int64_t g = 0; g < cp->group; g++)
         for (int64_t r0 = 0; r0 < cp->mg; r0 += rb) {
@@ -744,7 +747,7 @@ void bf__conv_bcast(const bf__conv_params *cp, const float *wt, const float *wpk
     const bf__window *w = &cp->w;
     int64_t wpd = w->in[2] + w->pb[2] + w->pe[2], plane = bf__conv_padded_plane(w), npos = ni * cp->osp;
     float *acc = buf, *wb = acc + acc_floats(bf__conv_bcast_images(cp) * cp->osp);
-    int32_t *off = (int32_t *)(wb + 64 * BF__CONV_CBLOCK * cp->ksp * bc_chunk(cp->ksp, cp->simd < BF_SGEMM_AVX512));
+    int32_t *off = (int32_t *)(wb + 64 * BF__CONV_CBLOCK * cp->ksp * bc_chunk(cp->ksp, bc_avx2(cp)));
     int32_t *pin = off + (((size_t)cp->kc + 15) & ~(size_t)15);
     int32_t *pout = pin + (((size_t)bf__conv_bcast_images(cp) * cp->osp + 15) & ~(size_t)15);
     int8_t *rowcls = (int8_t *)(pout + (((size_t)bf__conv_bcast_images(cp) * cp->osp + 15) & ~(size_t)15));
@@ -759,7 +762,7 @@ void bf__conv_bcast(const bf__conv_params *cp, const float *wt, const float *wpk
                 pout[q] = (int32_t)(i * cp->m * cp->osp + oh * w->out[2] + ow);
             }
     bcast_job j = {xp, bias, act, y, acc, off, pin, pout, cp->kc, cp->ksp, cp->cg, cp->osp, NULL, NULL, 0, NULL, 0, 0, 0,
-                   wpk && bc_any_pad(w) && !bc_neg_zero(bias, cp->mg), w, cp->simd < BF_SGEMM_AVX512, plane, 0, 0};
+                   wpk && bc_any_pad(w) && !bc_neg_zero(bias, cp->mg), w, bc_avx2(cp), plane, 0, 0};
     j.lastk = (cp->cg - 1) / BF__CONV_CBLOCK * BF__CONV_CBLOCK * cp->ksp;
     j.lastw = cp->cg - (cp->cg - 1) / BF__CONV_CBLOCK * BF__CONV_CBLOCK;
     if (ps && (ps->save ? bc_ckat_ok(ps->at, ps->n, cp->cg) : ps->load && ps->lk >= 0 && bc_ckat_ok(&ps->from, 1, cp->cg))) {

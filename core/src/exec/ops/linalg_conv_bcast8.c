@@ -34,6 +34,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "add_first8.h"
 #include "asan_region.h"
 #include "linalg_bcast.h"
 #include "transpose8.h"
@@ -42,17 +43,6 @@
 #include <immintrin.h>
 
 #define AVX2 __attribute__((target("avx2,fma")))
-
-/* a + b with a the instruction's first source, which x86 returns when both
- * are NaN: the residual Add keeps its A operand's payload (sgemm.c's
- * add_first8; asm, since the compiler may swap a commutative intrinsic's
- * operands) */
-AVX2 static inline __attribute__((always_inline)) __m256 add_first8(__m256 a, __m256 b)
-{
-    __m256 o;
-    __asm__("vaddps %2, %1, %0" : "=x"(o) : "x"(a), "x"(b));
-    return o;
-}
 
 /* one k term of a slice: its two weight vectors, each position's input
  * float broadcast, two multiply-adds a position (the AVX-512 BC_KSTEP's

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "add_first8.h"
 #include "base/alloc.h"
 #include "asan_region.h"
 #include "base/simd.h"
@@ -145,17 +146,6 @@ static void asan_rows(const float *a, int64_t lda, int mr, int k, const float *b
     asan_span(bias, mr);
 }
 #endif
-
-/* a + b with a the instruction's first source, which x86 returns when both
- * are NaN: a fused residual Add keeps its A operand's payload, as the Add
- * step does. In asm because the compiler may swap the operands of a
- * commutative intrinsic. */
-AVX2 static inline __attribute__((always_inline)) __m256 add_first8(__m256 a, __m256 b)
-{
-    __m256 o;
-    __asm__("vaddps %2, %1, %0" : "=x"(o) : "x"(a), "x"(b));
-    return o;
-}
 
 /* the residual's vector r added to v in the Add's operand order */
 #define RES_ADD(add, r, v, res_a) ((res_a) ? add((r), (v)) : add((v), (r)))
