@@ -520,6 +520,28 @@ const conv_case cases[] = {
      1, {1, 1, 1, 1}, 1, 0},
     {"depthwise 5x5 stride 2, pads 3 and 4, 47 wide, 12 tall", 1, 3, 12, 47, 3, 3, 5, 5, 2, 1, {3, 3, 4, 4}, 1, 1},
     {"depthwise 1x3 stride 2, 16 wide -> 8", 2, 3, 4, 16, 3, 3, 1, 3, 2, 1, {0, 1, 0, 1}, 0, 1},
+    /* on AVX2, 8 channels in the lanes (linalg_conv_dwc8.c: maps of up to
+     * 1024 positions at stride 1, 16384 at stride 2): blocks of 8 channels,
+     * the rest a plane at a time (dw8); the inside columns four at a time,
+     * the others one at a time over their own kernel columns */
+    {"dwc8: 3x3 on 7x7, 2 images, 19 channels (two blocks, then 3 planes), an Inf weight", 2, 19, 7, 7, 19, 19, 3, 3,
+     1, 1, {1, 1, 1, 1}, 1, 1},
+    {"dwc8: 3x3 on 14x14, 16 channels, every product -0, the bias -0 in every other channel", 1, 16, 14, 14, 16, 16, 3,
+     3, 1, 1, {1, 1, 1, 1}, 1, 2},
+    {"dwc8: 3x3 stride 2, 14x14 -> 7x7, 8 channels, every product -0, no bias", 2, 8, 14, 14, 8, 8, 3, 3, 2, 1,
+     {1, 1, 1, 1}, 0, 2},
+    {"dwc8: 3x3 stride 2, 112x112 -> 56x56, 9 channels, an Inf weight", 1, 9, 112, 112, 9, 9, 3, 3, 2, 1,
+     {1, 1, 1, 1}, 1, 1},
+    {"dwc8: 5x5 dilation 2, asymmetric pads, 9x11, 8 channels (any kernel width)", 1, 8, 9, 11, 8, 8, 5, 5, 1, 2,
+     {2, 3, 1, 4}, 1, 1},
+    {"dwc8: 3x3 on 2x2, 8 channels: no inside column", 1, 8, 2, 2, 8, 8, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},
+    {"dwc8: 3x3 on 5x3, 8 channels: an inside column but no four", 1, 8, 5, 3, 8, 8, 3, 3, 1, 1, {1, 1, 1, 1}, 0, 1},
+    {"dwc8: 1x3 on 5x37, 8 channels, no vertical padding", 1, 8, 5, 37, 8, 8, 1, 3, 1, 1, {0, 1, 0, 1}, 1, 0},
+    {"dwc8: 3x7 stride 2, 7x45, 10 channels, pads 1 and 3", 1, 10, 7, 45, 10, 10, 3, 7, 2, 1, {1, 3, 1, 3}, 1, 1},
+    {"dwc8: 2x4 stride 2, even kernel width, 8 channels", 1, 8, 6, 19, 8, 8, 2, 4, 2, 1, {0, 1, 1, 2}, 0, 1},
+    {"dwc8: 3x3 on 32x32, 8 channels: the largest stride-1 map it takes", 1, 8, 32, 32, 8, 8, 3, 3, 1, 1,
+     {1, 1, 1, 1}, 1, 0},
+    {"dwc8: 3x3 on 33x32, 8 channels: past it, the planes", 1, 8, 33, 32, 8, 8, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1},
     /* 1x1 on maps of 256-1024 positions on AVX-512 (linalg_conv_pwseg.c):
      * K cut into near-equal blocks of at most 256, the sums through y
      * between them; rows in blocks of up to 12; the epilogue in registers */
@@ -849,6 +871,8 @@ int main(void)
         cmocka_unit_test(conv_packed_weights_match_reference),   /* test_conv_exact/packed.c */
         cmocka_unit_test(conv_dw8_takes_its_shapes),             /* test_conv_exact/dw8.c */
         cmocka_unit_test(conv_dw8_without_memory_leaves_y),      /* test_conv_exact/dw8.c */
+        cmocka_unit_test(conv_dwc8_takes_its_shapes),            /* test_conv_exact/dw8.c */
+        cmocka_unit_test(conv_dwc8_runs_whole_blocks),           /* test_conv_exact/dw8.c */
         cmocka_unit_test(conv_pw_images_by_level),               /* test_conv_exact/dw8.c */
     };
     return cmocka_run_group_tests(tests, NULL, cases_free);

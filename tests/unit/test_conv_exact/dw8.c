@@ -1,6 +1,7 @@
 /* test_conv_exact: the AVX2 paths' rules, worked by hand: which depthwise
  * shapes the AVX2 plane kernel takes (linalg_conv_dw8.c, bf__dw8_ok) and
- * what it does when its table finds no memory; how many images a small
+ * what it does when its table finds no memory; which the channels-in-lanes
+ * one takes (linalg_conv_dwc8.c) and how much of a call it runs; how many images a small
  * map's 1x1 product takes side by side at each level (bf__conv_pw_images). Its bits are the cases' (every depthwise case
  * runs under BITFLIP_SIMD=avx2); this holds the rule that keeps a stride-2
  * tap inside its phase's row. */
@@ -112,6 +113,86 @@ void conv_dw8_without_memory_leaves_y(void **state)
 #endif
 }
 
+/* Which depthwise Convs the channels-in-lanes kernel takes
+ * (linalg_conv_dwc8.c, bf__dwc8_want): AVX2 only, 2-D, input maps of at
+ * most 1024 positions at stride 1 and 16384 past it, any padding and
+ * dilation. */
+void conv_dwc8_takes_its_shapes(void **state)
+{
+    (void)state;
+#if defined(__x86_64__) && defined(__GNUC__)
+    bf__conv_params cp = {.w = win(32, 32, 3, 3, 1, 1, 1, 1, 1, 1)};
+    cp.n = 1, cp.c = cp.m = cp.group = 8, cp.cg = cp.mg = 1, cp.kc = 9;
+    cp.path = BF__CONV_DEPTHWISE, cp.simd = BF_SGEMM_AVX2;
+    cp.isp = 1024, cp.osp = 1024;
+    assert_true(bf__dwc8_want(&cp));
+    cp.w = win(33, 32, 3, 3, 1, 1, 1, 1, 1, 1), cp.isp = cp.osp = 1056;   /* past 1024 at stride 1 */
+    assert_false(bf__dwc8_want(&cp));
+    cp.w = win(128, 128, 3, 3, 2, 1, 1, 1, 1, 1), cp.isp = 16384, cp.osp = 64 * 64;
+    assert_true(bf__dwc8_want(&cp));
+    cp.w = win(129, 128, 3, 3, 2, 1, 1, 1, 1, 1), cp.isp = 129 * 128, cp.osp = 65 * 64;
+    assert_false(bf__dwc8_want(&cp));
+    cp.w = win(14, 14, 5, 5, 1, 2, 4, 4, 4, 4), cp.isp = cp.osp = 196;   /* dilation, a wider kernel */
+    assert_true(bf__dwc8_want(&cp));
+    cp.simd = BF_SGEMM_AVX512;   /* that level keeps its own kernels and bits */
+    assert_false(bf__dwc8_want(&cp));
+    cp.simd = BF_SGEMM_REF;
+    assert_false(bf__dwc8_want(&cp));
+    cp.simd = BF_SGEMM_AVX2, cp.path = BF__CONV_IM2COL;
+    assert_false(bf__dwc8_want(&cp));
+    cp.path = BF__CONV_DEPTHWISE, cp.w.in[0] = cp.w.out[0] = 2;   /* 3-D */
+    assert_false(bf__dwc8_want(&cp));
+#else
+    skip();
+#endif
+}
+
+/* bf__dwc8_run on 10 channels of a 5x6 map, 3x3 stride 1, pads 1: one
+ * block of 8, channels 8 and 9 left to the caller (y untouched there, and
+ * it returns 8); out of memory for its buffer it runs none (returns 0, y
+ * untouched); with memory each output is the plain sequence written here:
+ * bias, then v + w * x over the taps inside, in (kh, kw) order. */
+void conv_dwc8_runs_whole_blocks(void **state)
+{
+    (void)state;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (bf__simd_cpu() < BF__SIMD_AVX2) skip();
+    bf__conv_params cp = {.w = win(5, 6, 3, 3, 1, 1, 1, 1, 1, 1)};
+    cp.n = 1, cp.c = cp.m = cp.group = 10, cp.cg = cp.mg = 1;
+    cp.isp = cp.osp = 30, cp.ksp = cp.kc = 9;
+    cp.path = BF__CONV_DEPTHWISE, cp.simd = BF_SGEMM_AVX2;
+    float x[300], wt[90], bias[10], y[300], want[300];
+    for (int i = 0; i < 300; i++) x[i] = (float)((i * 37) % 23) / 7.0f - 1.5f;
+    for (int i = 0; i < 90; i++) wt[i] = (float)((i * 11) % 13) / 5.0f - 1.2f;
+    for (int c = 0; c < 10; c++) bias[c] = 0.125f * (float)c - 0.5f;
+    for (int c = 0; c < 10; c++)
+        for (int oh = 0; oh < 5; oh++)
+            for (int ow = 0; ow < 6; ow++) {
+                float v = bias[c];
+                for (int kh = 0; kh < 3; kh++)
+                    for (int kw = 0; kw < 3; kw++) {
+                        int ih = oh - 1 + kh, iw = ow - 1 + kw;
+                        if (ih < 0 || ih >= 5 || iw < 0 || iw >= 6) continue;
+                        v = v + wt[c * 9 + kh * 3 + kw] * x[c * 30 + ih * 6 + iw];
+                    }
+                want[c * 30 + oh * 6 + ow] = c < 8 ? v : -7.0f;
+            }
+    for (int i = 0; i < 300; i++) y[i] = -7.0f;
+    bf_test_alloc_fail_after(0);
+    int64_t left = bf__dwc8_run(&cp, x, wt, bias, NULL, y, 0, 10);
+    long refused = bf_test_alloc_failures();
+    bf_test_alloc_fail_after(-1);
+    assert_int_equal(left, 0);
+    assert_true(refused >= 1);
+    for (int i = 0; i < 300; i++) assert_true(y[i] == -7.0f);
+    assert_int_equal(bf__dwc8_run(&cp, x, wt, bias, NULL, y, 0, 10), 8);
+    assert_memory_equal(y, want, sizeof want);
+    assert_int_equal(bf__dwc8_run(&cp, x, wt, bias, NULL, y, 2, 9), 2);   /* 7 channels: no block */
+#else
+    skip();
+#endif
+}
+
 /* bf__conv_pw_images on 7x7 maps (ceil(192 / 49) = 4 images a product,
  * 2 here: the batch) by level: AVX2 at any K up to a product of
  * BF__PW_TMPMAX_AVX2 floats (2 x 49 x 5349 = 524,202 <= 524,288; 5350 rows
@@ -135,6 +216,35 @@ void conv_pw_images_by_level(void **state)
     cp.mg = 1338;
     assert_int_equal(bf__conv_pw_images(&cp), 1);
     cp.simd = BF_SGEMM_REF, cp.mg = 100;
+    assert_int_equal(bf__conv_pw_images(&cp), 1);
+    /* AVX2 on maps of 96-255 positions short of whole 16-column panels
+     * (14x14: 196 = 12 x 16 + 4): 16 / gcd(osp, 16) images (4 for 196, 16
+     * for 13x13's 169), fewer where the batch is smaller or the product
+     * would pass BF__PW_TMPMAX_AVX2 (524,288 floats: 668 rows x 4 x 196 =
+     * 523,712 fit four, 669 rows three, 2,675 rows not two); whole panels
+     * (16x16) or 256 positions and more: one image a product */
+    cp.w = win(14, 14, 1, 1, 1, 1, 0, 0, 0, 0);
+    cp.simd = BF_SGEMM_AVX2, cp.n = 8, cp.osp = 196, cp.kc = 384, cp.mg = 64;
+    assert_int_equal(bf__conv_pw_images(&cp), 4);
+    cp.n = 3;
+    assert_int_equal(bf__conv_pw_images(&cp), 3);
+    cp.n = 8, cp.mg = 668;
+    assert_int_equal(bf__conv_pw_images(&cp), 4);
+    cp.mg = 669;
+    assert_int_equal(bf__conv_pw_images(&cp), 3);
+    cp.mg = 2675;
+    assert_int_equal(bf__conv_pw_images(&cp), 1);
+    cp.mg = 64, cp.osp = 169;
+    assert_int_equal(bf__conv_pw_images(&cp), 8);
+    cp.n = 20;
+    assert_int_equal(bf__conv_pw_images(&cp), 16);
+    cp.osp = 100;
+    assert_int_equal(bf__conv_pw_images(&cp), 4);
+    cp.osp = 256;
+    assert_int_equal(bf__conv_pw_images(&cp), 1);
+    cp.osp = 260;
+    assert_int_equal(bf__conv_pw_images(&cp), 1);
+    cp.osp = 196, cp.simd = BF_SGEMM_AVX512;   /* that level: one image a product past 96 positions */
     assert_int_equal(bf__conv_pw_images(&cp), 1);
 #else
     skip();

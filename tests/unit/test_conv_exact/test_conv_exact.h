@@ -79,6 +79,8 @@ int half_here(size_t i, int l, int j);
 void conv_packed_weights_match_reference(void **state);   /* packed.c */
 void conv_dw8_takes_its_shapes(void **state);             /* dw8.c */
 void conv_dw8_without_memory_leaves_y(void **state);      /* dw8.c */
+void conv_dwc8_takes_its_shapes(void **state);            /* dw8.c */
+void conv_dwc8_runs_whole_blocks(void **state);           /* dw8.c */
 void conv_pw_images_by_level(void **state);               /* dw8.c */
 
 #endif

@@ -289,6 +289,20 @@ void bf__conv_direct_dw(const bf__conv_params *cp, const bf__dw_flat *t, const f
  * masks past BF__DW8_TABLE_MAX bytes or out of memory). */
 #define BF__DW8_TABLE_MAX ((size_t)4 << 20) /* bytes: a 3x3 kernel's partial chunks of a plane near 3500x3500 */
 int bf__dw8_ok(const bf__window *w);
+/* linalg_conv_dwc8.c: the depthwise Conv on AVX2 with 8 channels in the
+ * lanes, for input maps of at most BF__DWC8_MAXPOS1 positions at stride 1
+ * and BF__DWC8_MAXPOS at larger strides (where it measured faster than
+ * linalg_conv_dw8.c's planes: docs/perf/mobilenet/h44.md, h44-dwc8; any
+ * dilation and padding; kernels up to BF__DW_MAXKH x BF__DW_MAXKW): channels
+ * [g0, g0 + 8 b) of every image, b the most whole blocks of 8 in [g0, g1),
+ * the activation before the store, the bits of dw2d_impl. Returns where the
+ * channels it left start (g0 when it ran none: not its shape, fewer than 8
+ * channels, or out of memory; y untouched there). */
+#define BF__DWC8_MAXPOS1 1024  /* 32x32: 28x28 measured level, 112x112 slower */
+#define BF__DWC8_MAXPOS 16384  /* 128x128: 112x112 -> 56x56 measured faster */
+int bf__dwc8_want(const bf__conv_params *cp);
+int64_t bf__dwc8_run(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
+                     const bf__act *act, float *y, int64_t g0, int64_t g1);
 int bf__dw8_run(const bf__conv_params *cp, const float *x, const float *wt, const float *bias, const bf__act *act,
                 float *y, int64_t g0, int64_t g1);
 /* 1 when bf__conv_direct adds act->res in the product's epilogue: the 1x1
@@ -314,6 +328,7 @@ int bf__conv_res_direct(const bf__conv_params *cp);
 #define BF__PW_KMIN 256 /* bf__conv_pw_batched: K past this only (maps of one position: any) */
 #define BF__PW_TMPMAX (1 << 17) /* ... and a product of at most this many floats (512 KiB) */
 #define BF__PW_TMPMAX_AVX2 (1 << 19) /* ... on AVX2 (where any K is taken) this many (2 MiB) */
+#define BF__PW_SIDE_AVX2 256 /* ... and on AVX2 maps of 96 to 255 positions not a multiple of 16 side by side too */
 int bf__conv_pw_inplace_ok(const bf__conv_params *cp, int64_t nj);
 /* linalg_conv_pwdw.c (exec/step_access.h, bf__conv_pwdw): the 1x1 ->
  * depthwise pairs over maps of at least BF__PWDW_NMIN positions (7x7), a

@@ -1,0 +1,206 @@
+/* The depthwise Conv on AVX2 with 8 channels in the lanes, for small maps
+ * (issue 33): ONNX Runtime's NCHWc depthwise kernel's structure over NCHW
+ * tensors. linalg_conv_dw8.c vectorizes one plane along its outputs, and on
+ * mobilenet_v2's 14x14 and 7x7 maps nearly every 8-output chunk crosses a
+ * row end, so it loads each tap under a mask and blends the sum (7x7: seven
+ * chunks a plane, all of them partial), and a plane's fixed costs (its
+ * pointers, its last chunk's store, a 7-chunk plane run as 8) are paid
+ * per channel: 0.28-0.31 ms a batch of 4 against ONNX Runtime's 0.19 on the
+ * 960-channel 7x7 layers (docs/perf/mobilenet/h44.md, h44-dwc8). Here 8
+ * channels' planes are first transposed into one buffer, each input
+ * position's 8 channels one vector; every lane (channel) then has the same
+ * geometry, so a padding tap is left out by the loop's bounds, not by a
+ * mask, and stride 2 needs no phases; the outputs are transposed back into
+ * the 8 planes. Moves only, around the arithmetic.
+ *
+ * Each lane's chain is dw2d_impl's (linalg_conv_direct.c) and
+ * linalg_conv_dw8.c's: v = bias, then v = v + w * x over the taps in (kh,
+ * kw) order, the padding's taps skipped, a rounded product and a rounded sum
+ * each (no FMA: the target has none), then the fused activation's
+ * max(lo, v) and min(hi, v); so the bits of either. */
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
+#include "base/alloc.h"
+#include "exec/op.h"
+#include "linalg_window.h"
+#include "sgemm.h"
+#include "transpose8.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+
+#define AVX2 __attribute__((target("avx2")))
+#define DWC8_MAXTAPS (BF__DW_MAXKH * BF__DW_MAXKW)
+
+/* [lo, hi): the kernel offsets k whose input index o * s + k * d - pb lies in [0, n) */
+static void dwc8_range(int64_t o, int64_t s, int64_t d, int64_t pb, int64_t kn, int64_t n, int64_t *lo, int64_t *hi)
+{
+    int64_t a = 0, b = kn;
+    while (a < kn && o * s + a * d - pb < 0) a++;
+    while (b > a && o * s + (b - 1) * d - pb >= n) b--;
+    *lo = a, *hi = b;
+}
+
+AVX2 static inline __m256 dwc8_act(__m256 v, const bf__act *act)
+{
+    return act ? _mm256_min_ps(_mm256_set1_ps(act->hi), _mm256_max_ps(_mm256_set1_ps(act->lo), v)) : v;
+}
+
+/* The outputs of one block of 8 channels, t: its input positions' vectors,
+ * w: its taps' vectors, o: its output positions' vectors. Per output row the
+ * kernel rows inside the input are one range; the columns whose every tap
+ * lies inside ([c0, c1)) run four outputs at a time (four independent
+ * chains: one left the adder waiting on its latency), the others one at a
+ * time over their own range of kernel columns. KW a constant where inlined
+ * (3x3). */
+AVX2 static inline __attribute__((always_inline)) void dwc8_body(int64_t KW, const bf__window *g, const float *t,
+                                                                 const __m256 *w, __m256 bias, const bf__act *act,
+                                                                 float *o, int64_t c0, int64_t c1)
+{
+    const int64_t IH = g->in[1], IW = g->in[2], OH = g->out[1], OW = g->out[2], KH = g->k[1];
+    const int64_t sh = g->s[1], sw = g->s[2], dh = g->d[1], dw = g->d[2], ph = g->pb[1], pw = g->pb[2];
+    for (int64_t oh = 0; oh < OH; oh++) {
+        int64_t kh0, kh1;
+        dwc8_range(oh, sh, dh, ph, KH, IH, &kh0, &kh1);
+        float *orow = o + oh * OW * 8;
+        int64_t ow = 0;
+        while (ow < OW) {
+            if (ow >= c0 && ow + 4 <= c1) {
+                __m256 v0 = bias, v1 = bias, v2 = bias, v3 = bias;
+                for (int64_t kh = kh0; kh < kh1; kh++) {
+                    const float *r = t + ((oh * sh + kh * dh - ph) * IW + ow * sw - pw) * 8;
+                    for (int64_t kw = 0; kw < KW; kw++) {
+                        const __m256 wv = w[kh * KW + kw];
+                        const float *p = r + kw * dw * 8;
+                        v0 = _mm256_add_ps(v0, _mm256_mul_ps(wv, _mm256_loadu_ps(p)));
+                        v1 = _mm256_add_ps(v1, _mm256_mul_ps(wv, _mm256_loadu_ps(p + sw * 8)));
+                        v2 = _mm256_add_ps(v2, _mm256_mul_ps(wv, _mm256_loadu_ps(p + 2 * sw * 8)));
+                        v3 = _mm256_add_ps(v3, _mm256_mul_ps(wv, _mm256_loadu_ps(p + 3 * sw * 8)));
+                    }
+                }
+                _mm256_storeu_ps(orow + ow * 8, dwc8_act(v0, act));
+                _mm256_storeu_ps(orow + ow * 8 + 8, dwc8_act(v1, act));
+                _mm256_storeu_ps(orow + ow * 8 + 16, dwc8_act(v2, act));
+                _mm256_storeu_ps(orow + ow * 8 + 24, dwc8_act(v3, act));
+                ow += 4;
+                continue;
+            }
+            int64_t kw0, kw1;
+            dwc8_range(ow, sw, dw, pw, KW, IW, &kw0, &kw1);
+            __m256 v = bias;
+            for (int64_t kh = kh0; kh < kh1; kh++) {
+                const float *r = t + ((oh * sh + kh * dh - ph) * IW + ow * sw - pw) * 8;
+                for (int64_t kw = kw0; kw < kw1; kw++)
+                    v = _mm256_add_ps(v, _mm256_mul_ps(w[kh * KW + kw], _mm256_loadu_ps(r + kw * dw * 8)));
+            }
+            _mm256_storeu_ps(orow + ow * 8, dwc8_act(v, act));
+            ow++;
+        }
+    }
+}
+
+AVX2 static void dwc8_3(const bf__window *g, const float *t, const __m256 *w, __m256 bias, const bf__act *act, float *o,
+                        int64_t c0, int64_t c1)
+{
+    dwc8_body(3, g, t, w, bias, act, o, c0, c1);
+}
+
+AVX2 static void dwc8_any(const bf__window *g, const float *t, const __m256 *w, __m256 bias, const bf__act *act,
+                          float *o, int64_t c0, int64_t c1)
+{
+    dwc8_body(g->k[2], g, t, w, bias, act, o, c0, c1);
+}
+
+/* planes p[c * ld + q] (8 of them) into vectors t[q * 8 + c], q < n */
+AVX2 static void dwc8_in(const float *p, int64_t ld, int64_t n, float *t)
+{
+    int64_t q = 0;
+    for (; q + 8 <= n; q += 8) bf__transpose8(p + q, ld, t + q * 8, 8);
+    for (; q < n; q++)
+        for (int c = 0; c < 8; c++) t[q * 8 + c] = p[c * ld + q];
+}
+
+/* vectors o[q * 8 + c] back into planes y[c * ld + q] */
+AVX2 static void dwc8_out(const float *o, int64_t n, float *y, int64_t ld)
+{
+    int64_t q = 0;
+    for (; q + 8 <= n; q += 8) bf__transpose8(o + q * 8, 8, y + q, ld);
+    for (; q < n; q++)
+        for (int c = 0; c < 8; c++) y[c * ld + q] = o[q * 8 + c];
+}
+
+int bf__dwc8_want(const bf__conv_params *cp)
+{
+    const bf__window *g = &cp->w;
+    return cp->path == BF__CONV_DEPTHWISE && cp->simd == BF_SGEMM_AVX2 && g->in[0] == 1 &&
+           g->k[0] == 1 && g->out[0] == 1 && g->k[1] <= BF__DW_MAXKH && g->k[2] <= BF__DW_MAXKW && g->k[1] > 0 &&
+           g->k[2] > 0 && cp->osp > 0 && cp->n > 0 &&
+           cp->isp <= (g->s[1] == 1 && g->s[2] == 1 ? BF__DWC8_MAXPOS1 : BF__DWC8_MAXPOS);
+}
+
+/* blocks of 8 channels from ch0, every image; t: room for 8 input and 8 output planes */
+AVX2 static void dwc8_blocks(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
+                             const bf__act *act, float *y, int64_t ch0, int64_t blocks, float *t)
+{
+    const bf__window *g = &cp->w;
+    const int64_t taps = g->k[1] * g->k[2];
+    float *o = t + 8 * cp->isp;
+    /* the output columns whose every kernel column lies inside the input */
+    int64_t c0 = 0, c1 = 0;
+    for (int64_t ow = 0, lo, hi; ow < g->out[2]; ow++) {
+        dwc8_range(ow, g->s[2], g->d[2], g->pb[2], g->k[2], g->in[2], &lo, &hi);
+        if (lo == 0 && hi == g->k[2]) {
+            if (c1 == 0) c0 = ow;
+            c1 = ow + 1;
+        }
+    }
+    __m256 w[DWC8_MAXTAPS];
+    for (int64_t n = 0; n < cp->n; n++)
+        for (int64_t b = 0; b < blocks; b++) {
+            const int64_t ch = ch0 + 8 * b;
+            float bv[8];
+            for (int c = 0; c < 8; c++) bv[c] = bias ? bias[ch + c] : 0.0f;
+            for (int64_t k = 0; k < taps; k++) {
+                float wv[8];
+                for (int c = 0; c < 8; c++) wv[c] = wt[(ch + c) * cp->kc + k];
+                w[k] = _mm256_loadu_ps(wv);
+            }
+            dwc8_in(x + (n * cp->c + ch) * cp->isp, cp->isp, cp->isp, t);
+            if (g->k[2] == 3) dwc8_3(g, t, w, _mm256_loadu_ps(bv), act, o, c0, c1);
+            else dwc8_any(g, t, w, _mm256_loadu_ps(bv), act, o, c0, c1);
+            dwc8_out(o, cp->osp, y + (n * cp->m + ch) * cp->osp, cp->osp);
+        }
+}
+
+int64_t bf__dwc8_run(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
+                     const bf__act *act, float *y, int64_t g0, int64_t g1)
+{
+    if (!bf__dwc8_want(cp) || g1 - g0 < 8) return g0;
+    const int64_t blocks = (g1 - g0) / 8;
+    float *t = bf__aligned_alloc(sizeof(float) * (size_t)(8 * (cp->isp + cp->osp)));
+    if (!t) return g0;
+    dwc8_blocks(cp, x, wt, bias, act, y, g0, blocks, t);
+    bf__free(t);
+    return g0 + 8 * blocks;
+}
+
+#else
+
+int bf__dwc8_want(const bf__conv_params *cp)
+{
+    (void)cp;
+    return 0;
+}
+
+int64_t bf__dwc8_run(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
+                     const bf__act *act, float *y, int64_t g0, int64_t g1)
+{
+    (void)cp, (void)x, (void)wt, (void)bias, (void)act, (void)y, (void)g1;
+    return g0;
+}
+
+#endif
