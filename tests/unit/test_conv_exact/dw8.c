@@ -115,8 +115,8 @@ void conv_dw8_without_memory_leaves_y(void **state)
 
 /* Which depthwise Convs the channels-in-lanes kernel takes
  * (linalg_conv_dwc8.c, bf__dwc8_want): AVX2 only, 2-D, input maps of at
- * most 1024 positions at stride 1 and 16384 past it, any padding and
- * dilation. */
+ * most 1024 positions at stride 1 and 16384 past it, outputs of at most
+ * 16384, any padding and dilation. */
 void conv_dwc8_takes_its_shapes(void **state)
 {
     (void)state;
@@ -134,6 +134,13 @@ void conv_dwc8_takes_its_shapes(void **state)
     assert_false(bf__dwc8_want(&cp));
     cp.w = win(14, 14, 5, 5, 1, 2, 4, 4, 4, 4), cp.isp = cp.osp = 196;   /* dilation, a wider kernel */
     assert_true(bf__dwc8_want(&cp));
+    /* an output past 16384 positions (its buffer holds 8 output planes):
+     * 8x8 with pads 60 is 126x126 = 15876 out, with pads 70 146x146 */
+    cp.w = win(8, 8, 3, 3, 1, 1, 60, 60, 60, 60), cp.isp = 64, cp.osp = cp.w.out[1] * cp.w.out[2];
+    assert_int_equal(cp.osp, 15876);
+    assert_true(bf__dwc8_want(&cp));
+    cp.w = win(8, 8, 3, 3, 1, 1, 70, 70, 70, 70), cp.osp = cp.w.out[1] * cp.w.out[2];
+    assert_false(bf__dwc8_want(&cp));
     cp.simd = BF_SGEMM_AVX512;   /* that level keeps its own kernels and bits */
     assert_false(bf__dwc8_want(&cp));
     cp.simd = BF_SGEMM_REF;

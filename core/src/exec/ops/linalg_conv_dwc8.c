@@ -93,9 +93,11 @@ AVX2 static inline __attribute__((always_inline)) void dwc8_body(int64_t KW, con
             dwc8_range(ow, sw, dw, pw, KW, IW, &kw0, &kw1);
             __m256 v = bias;
             for (int64_t kh = kh0; kh < kh1; kh++) {
-                const float *r = t + ((oh * sh + kh * dh - ph) * IW + ow * sw - pw) * 8;
+                /* the row's first column may lie left of the input: the
+                 * index, not a pointer, goes there */
+                const int64_t r = (oh * sh + kh * dh - ph) * IW + ow * sw - pw;
                 for (int64_t kw = kw0; kw < kw1; kw++)
-                    v = _mm256_add_ps(v, _mm256_mul_ps(w[kh * KW + kw], _mm256_loadu_ps(r + kw * dw * 8)));
+                    v = _mm256_add_ps(v, _mm256_mul_ps(w[kh * KW + kw], _mm256_loadu_ps(t + (r + kw * dw) * 8)));
             }
             _mm256_storeu_ps(orow + ow * 8, dwc8_act(v, act));
             ow++;
@@ -138,7 +140,7 @@ int bf__dwc8_want(const bf__conv_params *cp)
     const bf__window *g = &cp->w;
     return cp->path == BF__CONV_DEPTHWISE && cp->simd == BF_SGEMM_AVX2 && g->in[0] == 1 &&
            g->k[0] == 1 && g->out[0] == 1 && g->k[1] <= BF__DW_MAXKH && g->k[2] <= BF__DW_MAXKW && g->k[1] > 0 &&
-           g->k[2] > 0 && cp->osp > 0 && cp->n > 0 &&
+           g->k[2] > 0 && cp->osp > 0 && cp->osp <= BF__DWC8_MAXPOS && cp->n > 0 &&
            cp->isp <= (g->s[1] == 1 && g->s[2] == 1 ? BF__DWC8_MAXPOS1 : BF__DWC8_MAXPOS);
 }
 

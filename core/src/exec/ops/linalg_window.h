@@ -291,7 +291,8 @@ void bf__conv_direct_dw(const bf__conv_params *cp, const bf__dw_flat *t, const f
 int bf__dw8_ok(const bf__window *w);
 /* linalg_conv_dwc8.c: the depthwise Conv on AVX2 with 8 channels in the
  * lanes, for input maps of at most BF__DWC8_MAXPOS1 positions at stride 1
- * and BF__DWC8_MAXPOS at larger strides (where it measured faster than
+ * and BF__DWC8_MAXPOS at larger strides (outputs of at most
+ * BF__DWC8_MAXPOS: its buffer 8 planes of each; where it measured faster than
  * linalg_conv_dw8.c's planes: docs/perf/mobilenet/h44.md, h44-dwc8; any
  * dilation and padding; kernels up to BF__DW_MAXKH x BF__DW_MAXKW): channels
  * [g0, g0 + 8 b) of every image, b the most whole blocks of 8 in [g0, g1),
