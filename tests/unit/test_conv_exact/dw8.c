@@ -68,6 +68,35 @@ void conv_dw8_takes_its_shapes(void **state)
 #endif
 }
 
+/* Inputs of the two runs below, and the chain every depthwise kernel must
+ * give, written out: per channel c (planes of the window's size one after
+ * the other), bias, then v + w * x over the taps inside the input, in
+ * (kh, kw) order; a rounded product and a rounded sum each. */
+static void dw_inputs(float *x, int nx, float *wt, int nw)
+{
+    for (int i = 0; i < nx; i++) x[i] = (float)((i * 37) % 23) / 7.0f - 1.5f;
+    for (int i = 0; i < nw; i++) wt[i] = (float)((i * 11) % 13) / 5.0f - 1.2f;
+}
+
+static void dw_chain(const bf__window *w, int channels, const float *x, const float *wt, const float *bias,
+                     float *want)
+{
+    int64_t IH = w->in[1], IW = w->in[2], OH = w->out[1], OW = w->out[2], KH = w->k[1], KW = w->k[2];
+    for (int64_t c = 0; c < channels; c++)
+        for (int64_t oh = 0; oh < OH; oh++)
+            for (int64_t ow = 0; ow < OW; ow++) {
+                float v = bias[c];
+                for (int64_t kh = 0; kh < KH; kh++)
+                    for (int64_t kw = 0; kw < KW; kw++) {
+                        int64_t ih = oh * w->s[1] - w->pb[1] + kh * w->d[1], iw = ow * w->s[2] - w->pb[2] + kw * w->d[2];
+                        if (ih < 0 || ih >= IH || iw < 0 || iw >= IW) continue;
+                        float p = wt[c * KH * KW + kh * KW + kw] * x[c * IH * IW + ih * IW + iw];
+                        v = v + p;
+                    }
+                want[c * OH * OW + oh * OW + ow] = v;
+            }
+}
+
 /* Out of memory for its table, bf__dw8_run says it did not run and leaves
  * y as it was (bf__conv_direct's rows path then computes the step); with
  * memory, it runs and gives the plain sequence written here: bias, then
@@ -84,20 +113,8 @@ void conv_dw8_without_memory_leaves_y(void **state)
     cp.path = BF__CONV_DEPTHWISE, cp.simd = BF_SGEMM_AVX2;
     assert_int_equal(cp.osp, 25);   /* 5x5 out */
     float x[180], wt[18], bias[2] = {0.25f, -1.5f}, y[50], want[50];
-    for (int i = 0; i < 180; i++) x[i] = (float)((i * 37) % 23) / 7.0f - 1.5f;
-    for (int i = 0; i < 18; i++) wt[i] = (float)((i * 11) % 13) / 5.0f - 1.2f;
-    for (int c = 0; c < 2; c++)
-        for (int oh = 0; oh < 5; oh++)
-            for (int ow = 0; ow < 5; ow++) {
-                float v = bias[c];
-                for (int kh = 0; kh < 3; kh++)
-                    for (int kw = 0; kw < 3; kw++) {
-                        int ih = 2 * oh - 1 + kh, iw = 2 * ow - 1 + kw;
-                        if (ih < 0 || ih >= 9 || iw < 0 || iw >= 10) continue;
-                        v = v + wt[c * 9 + kh * 3 + kw] * x[c * 90 + ih * 10 + iw];
-                    }
-                want[c * 25 + oh * 5 + ow] = v;
-            }
+    dw_inputs(x, 180, wt, 18);
+    dw_chain(&cp.w, 2, x, wt, bias, want);
     for (int i = 0; i < 50; i++) y[i] = -7.0f;
     bf_test_alloc_fail_after(0);
     int ran = bf__dw8_run(&cp, x, wt, bias, NULL, y, 0, 2);
@@ -169,21 +186,10 @@ void conv_dwc8_runs_whole_blocks(void **state)
     cp.isp = cp.osp = 30, cp.ksp = cp.kc = 9;
     cp.path = BF__CONV_DEPTHWISE, cp.simd = BF_SGEMM_AVX2;
     float x[300], wt[90], bias[10], y[300], want[300];
-    for (int i = 0; i < 300; i++) x[i] = (float)((i * 37) % 23) / 7.0f - 1.5f;
-    for (int i = 0; i < 90; i++) wt[i] = (float)((i * 11) % 13) / 5.0f - 1.2f;
+    dw_inputs(x, 300, wt, 90);
     for (int c = 0; c < 10; c++) bias[c] = 0.125f * (float)c - 0.5f;
-    for (int c = 0; c < 10; c++)
-        for (int oh = 0; oh < 5; oh++)
-            for (int ow = 0; ow < 6; ow++) {
-                float v = bias[c];
-                for (int kh = 0; kh < 3; kh++)
-                    for (int kw = 0; kw < 3; kw++) {
-                        int ih = oh - 1 + kh, iw = ow - 1 + kw;
-                        if (ih < 0 || ih >= 5 || iw < 0 || iw >= 6) continue;
-                        v = v + wt[c * 9 + kh * 3 + kw] * x[c * 30 + ih * 6 + iw];
-                    }
-                want[c * 30 + oh * 6 + ow] = c < 8 ? v : -7.0f;
-            }
+    dw_chain(&cp.w, 8, x, wt, bias, want);
+    for (int i = 240; i < 300; i++) want[i] = -7.0f;   /* channels 8 and 9: the caller's */
     for (int i = 0; i < 300; i++) y[i] = -7.0f;
     bf_test_alloc_fail_after(0);
     int64_t left = bf__dwc8_run(&cp, x, wt, bias, NULL, y, 0, 10);
