@@ -542,6 +542,8 @@ const conv_case cases[] = {
     {"dwc8: 3x3 on 32x32, 8 channels: the largest stride-1 map it takes", 1, 8, 32, 32, 8, 8, 3, 3, 1, 1,
      {1, 1, 1, 1}, 1, 0},
     {"dwc8: 3x3 on 33x32, 8 channels: past it, the planes", 1, 8, 33, 32, 8, 8, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1},
+    {"dwc8: 3x3 with pads 3 on 5x6, 8 channels: border outputs with no tap inside (the bias alone)", 2, 8, 5, 6, 8, 8,
+     3, 3, 1, 1, {3, 3, 3, 3}, 1, 1},
     /* 1x1 on maps of 256-1024 positions on AVX-512 (linalg_conv_pwseg.c):
      * K cut into near-equal blocks of at most 256, the sums through y
      * between them; rows in blocks of up to 12; the epilogue in registers */

@@ -780,7 +780,10 @@ void bf__conv_direct(const bf__conv_params *cp, const float *x, const float *wt,
 #endif
     /* AVX2, small maps: 8 channels in the lanes (linalg_conv_dwc8.c), then
      * the channels it leaves as below */
-    if (cp->path == BF__CONV_DEPTHWISE && (g0 = bf__dwc8_run(cp, x, wt, bias, act, y, g0, g1)) == g1) return;
+    if (cp->path == BF__CONV_DEPTHWISE) {
+        g0 = bf__dwc8_run(cp, x, wt, bias, act, y, g0, g1);
+        if (g0 == g1) return;
+    }
     /* AVX2: the plane as one run of 8-lane chunks, stride 1 or 2 (linalg_conv_dw8.c: at that level only) */
     if (cp->path == BF__CONV_DEPTHWISE && bf__dw8_run(cp, x, wt, bias, act, y, g0, g1)) return;
     /* small maps: the images side by side in one product (whole steps;

@@ -36,13 +36,23 @@
 #define AVX2 __attribute__((target("avx2")))
 #define DWC8_MAXTAPS (BF__DW_MAXKH * BF__DW_MAXKW)
 
-/* [lo, hi): the kernel offsets k whose input index o * s + k * d - pb lies in [0, n) */
-static void dwc8_range(int64_t o, int64_t s, int64_t d, int64_t pb, int64_t kn, int64_t n, int64_t *lo, int64_t *hi)
+/* Per kernel row kh (column kw), the output rows (columns) whose tap lies
+ * inside the input, [rlo, rhi) ([clo, chi)), bf__valid_range's; and the
+ * output columns whose every tap does, [c0, c1): their intersection. */
+typedef struct dwc8_ranges {
+    int64_t rlo[BF__DW_MAXKH], rhi[BF__DW_MAXKH], clo[BF__DW_MAXKW], chi[BF__DW_MAXKW], c0, c1;
+} dwc8_ranges;
+
+static void dwc8_ranges_of(const bf__window *g, dwc8_ranges *r)
 {
-    int64_t a = 0, b = kn;
-    while (a < kn && o * s + a * d - pb < 0) a++;
-    while (b > a && o * s + (b - 1) * d - pb >= n) b--;
-    *lo = a, *hi = b;
+    for (int64_t kh = 0; kh < g->k[1]; kh++)
+        bf__valid_range(g->in[1], g->out[1], g->s[1], g->pb[1], kh, g->d[1], &r->rlo[kh], &r->rhi[kh]);
+    r->c0 = 0, r->c1 = g->out[2];
+    for (int64_t kw = 0; kw < g->k[2]; kw++) {
+        bf__valid_range(g->in[2], g->out[2], g->s[2], g->pb[2], kw, g->d[2], &r->clo[kw], &r->chi[kw]);
+        if (r->clo[kw] > r->c0) r->c0 = r->clo[kw];
+        if (r->chi[kw] < r->c1) r->c1 = r->chi[kw];
+    }
 }
 
 AVX2 static inline __m256 dwc8_act(__m256 v, const bf__act *act)
@@ -59,17 +69,19 @@ AVX2 static inline __m256 dwc8_act(__m256 v, const bf__act *act)
  * (3x3). */
 AVX2 static inline __attribute__((always_inline)) void dwc8_body(int64_t KW, const bf__window *g, const float *t,
                                                                  const __m256 *w, __m256 bias, const bf__act *act,
-                                                                 float *o, int64_t c0, int64_t c1)
+                                                                 float *o, const dwc8_ranges *rg)
 {
-    const int64_t IH = g->in[1], IW = g->in[2], OH = g->out[1], OW = g->out[2], KH = g->k[1];
+    const int64_t IW = g->in[2], OH = g->out[1], OW = g->out[2], KH = g->k[1];
     const int64_t sh = g->s[1], sw = g->s[2], dh = g->d[1], dw = g->d[2], ph = g->pb[1], pw = g->pb[2];
     for (int64_t oh = 0; oh < OH; oh++) {
-        int64_t kh0, kh1;
-        dwc8_range(oh, sh, dh, ph, KH, IH, &kh0, &kh1);
+        /* the kernel rows inside the input for this output row: one range */
+        int64_t kh0 = 0, kh1 = KH;
+        while (kh0 < KH && oh < rg->rlo[kh0]) kh0++;
+        while (kh1 > kh0 && oh >= rg->rhi[kh1 - 1]) kh1--;
         float *orow = o + oh * OW * 8;
         int64_t ow = 0;
         while (ow < OW) {
-            if (ow >= c0 && ow + 4 <= c1) {
+            if (ow >= rg->c0 && ow + 4 <= rg->c1) {
                 __m256 v0 = bias, v1 = bias, v2 = bias, v3 = bias;
                 for (int64_t kh = kh0; kh < kh1; kh++) {
                     const float *r = t + ((oh * sh + kh * dh - ph) * IW + ow * sw - pw) * 8;
@@ -89,8 +101,9 @@ AVX2 static inline __attribute__((always_inline)) void dwc8_body(int64_t KW, con
                 ow += 4;
                 continue;
             }
-            int64_t kw0, kw1;
-            dwc8_range(ow, sw, dw, pw, KW, IW, &kw0, &kw1);
+            int64_t kw0 = 0, kw1 = KW;
+            while (kw0 < KW && ow < rg->clo[kw0]) kw0++;
+            while (kw1 > kw0 && ow >= rg->chi[kw1 - 1]) kw1--;
             __m256 v = bias;
             for (int64_t kh = kh0; kh < kh1; kh++) {
                 /* the row's first column may lie left of the input: the
@@ -106,15 +119,15 @@ AVX2 static inline __attribute__((always_inline)) void dwc8_body(int64_t KW, con
 }
 
 AVX2 static void dwc8_3(const bf__window *g, const float *t, const __m256 *w, __m256 bias, const bf__act *act, float *o,
-                        int64_t c0, int64_t c1)
+                        const dwc8_ranges *rg)
 {
-    dwc8_body(3, g, t, w, bias, act, o, c0, c1);
+    dwc8_body(3, g, t, w, bias, act, o, rg);
 }
 
 AVX2 static void dwc8_any(const bf__window *g, const float *t, const __m256 *w, __m256 bias, const bf__act *act,
-                          float *o, int64_t c0, int64_t c1)
+                          float *o, const dwc8_ranges *rg)
 {
-    dwc8_body(g->k[2], g, t, w, bias, act, o, c0, c1);
+    dwc8_body(g->k[2], g, t, w, bias, act, o, rg);
 }
 
 /* planes p[c * ld + q] (8 of them) into vectors t[q * 8 + c], q < n */
@@ -144,38 +157,35 @@ int bf__dwc8_want(const bf__conv_params *cp)
            cp->isp <= (g->s[1] == 1 && g->s[2] == 1 ? BF__DWC8_MAXPOS1 : BF__DWC8_MAXPOS);
 }
 
-/* blocks of 8 channels from ch0, every image; t: room for 8 input and 8 output planes */
+/* blocks of 8 channels from ch0, every image (a block's weight and bias
+ * vectors gathered once for all images); t: room for 8 input and 8 output
+ * planes */
 AVX2 static void dwc8_blocks(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
                              const bf__act *act, float *y, int64_t ch0, int64_t blocks, float *t)
 {
     const bf__window *g = &cp->w;
     const int64_t taps = g->k[1] * g->k[2];
     float *o = t + 8 * cp->isp;
-    /* the output columns whose every kernel column lies inside the input */
-    int64_t c0 = 0, c1 = 0;
-    for (int64_t ow = 0, lo, hi; ow < g->out[2]; ow++) {
-        dwc8_range(ow, g->s[2], g->d[2], g->pb[2], g->k[2], g->in[2], &lo, &hi);
-        if (lo == 0 && hi == g->k[2]) {
-            if (c1 == 0) c0 = ow;
-            c1 = ow + 1;
-        }
-    }
+    dwc8_ranges rg;
+    dwc8_ranges_of(g, &rg);
     __m256 w[DWC8_MAXTAPS];
-    for (int64_t n = 0; n < cp->n; n++)
-        for (int64_t b = 0; b < blocks; b++) {
-            const int64_t ch = ch0 + 8 * b;
-            float bv[8];
-            for (int c = 0; c < 8; c++) bv[c] = bias ? bias[ch + c] : 0.0f;
-            for (int64_t k = 0; k < taps; k++) {
-                float wv[8];
-                for (int c = 0; c < 8; c++) wv[c] = wt[(ch + c) * cp->kc + k];
-                w[k] = _mm256_loadu_ps(wv);
-            }
+    for (int64_t b = 0; b < blocks; b++) {
+        const int64_t ch = ch0 + 8 * b;
+        float bv[8];
+        for (int c = 0; c < 8; c++) bv[c] = bias ? bias[ch + c] : 0.0f;
+        for (int64_t k = 0; k < taps; k++) {
+            float wv[8];
+            for (int c = 0; c < 8; c++) wv[c] = wt[(ch + c) * cp->kc + k];
+            w[k] = _mm256_loadu_ps(wv);
+        }
+        const __m256 bvec = _mm256_loadu_ps(bv);
+        for (int64_t n = 0; n < cp->n; n++) {
             dwc8_in(x + (n * cp->c + ch) * cp->isp, cp->isp, cp->isp, t);
-            if (g->k[2] == 3) dwc8_3(g, t, w, _mm256_loadu_ps(bv), act, o, c0, c1);
-            else dwc8_any(g, t, w, _mm256_loadu_ps(bv), act, o, c0, c1);
+            if (g->k[2] == 3) dwc8_3(g, t, w, bvec, act, o, &rg);
+            else dwc8_any(g, t, w, bvec, act, o, &rg);
             dwc8_out(o, cp->osp, y + (n * cp->m + ch) * cp->osp, cp->osp);
         }
+    }
 }
 
 int64_t bf__dwc8_run(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
