@@ -193,9 +193,16 @@ def main():
         r = rows.setdefault(key, {'op': op, 'ort': 0.0, 'bf': 0.0, 'flop': 0.0, 'out': '', 'bfsteps': 0})
         r['ort'] += ms
     tabs = [bitflip_steps(p) for p in a.steps]
-    med = []
-    for i, (name, op, shape, ms, gf) in enumerate(tabs[0]):
-        med.append((name, op, shape, statistics.median(t[i][3] for t in tabs), gf))
+    # matched by step name, not row: bitflip-bench-steps leaves out the steps under a millionth
+    # of the pass (an Identity's 0.00 ms), which rounds apart leave in or out; a step absent
+    # from a round took no measurable time there (0 ms)
+    med, seen = [], {}
+    for t in tabs:
+        for name, op, shape, ms, gf in t:
+            seen.setdefault(name, (op, shape, gf))
+    by_name = [{row[0]: row[3] for row in t} for t in tabs]
+    for name, (op, shape, gf) in seen.items():
+        med.append((name, op, shape, statistics.median(d.get(name, 0.0) for d in by_name), gf))
     bare = []
     for p in a.steps:
         for line in open(p):
