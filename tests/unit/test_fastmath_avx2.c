@@ -18,6 +18,7 @@
 #include "exec/ops/elementwise_impl.h"
 #include "exec/ops/fastmath_impl.h"
 #include "exec/ops/sgemm.h"
+#include "bitflip/plan.h"
 #include "exec/step_access.h"
 
 static inline float gelu(float x) { return 0.5f * x * (1.0f + erf_f32(x * 0.70710678118654752f)); }
@@ -125,10 +126,11 @@ static void softmax_fill_row(float *x, int n, int row, uint64_t *st)
     *st = s;
 }
 
-/* Softmax's rows: the AVX-512 copy takes its own max and double sum
- * (elementwise_softmax.c), the AVX2 one the body's; both must give the plain
+/* Softmax's rows: the AVX-512 and AVX2 copies take their own max, exp and
+ * double sum (elementwise_softmax.c: exp16 and exp8, the sum's lanes as
+ * vectors of doubles), rows under 8 the body's AVX2 copy; both must give the plain
  * copy's bits on every row: SSDlite's 91 logits, lengths 1 to 130 (the
- * 16-lane max's tail, the sum's 8-lane tail), and rows with a NaN, an
+ * 16- and 8-lane max's tails, the sum's 8-lane tail), and rows with a NaN, an
  * Inf, all -Inf, a max of +0 or -0 (the body keeps the first zero seen),
  * and exps whose scale 2^n sits at the edge of the normal floats, where the
  * AVX-512 exp changes from one multiply by 2^n to two. */
@@ -161,22 +163,41 @@ static void softmax_rows_same_bits(void **state)
 }
 
 /* The Softmax step's rows (bf__softmax_inplace, what a Softmax op and a
- * MatMul with its Softmax fused in run): on AVX-512 four rows at a time
- * with their instructions interleaved (elementwise_softmax.c), each row
- * with the plain row's bits. Blocks of 1-11 rows (every remainder of the
- * groups of four) of widths around the 16-lane edges, ViT's 197 and a
- * detector's 91, the rows of each block of every kind above, so a NaN row
- * sits beside finite ones in a group; a swapped row, a lane summed out of
- * order or a group that lets its NaN row's path take the others fails. */
+ * MatMul with its Softmax fused in run): four rows at a time with their
+ * instructions interleaved (elementwise_softmax.c; AVX-512's and AVX2's
+ * kernels, each level this CPU has: BITFLIP_SIMD=avx2 picks AVX2's on an
+ * AVX-512 CPU), each row with the plain row's bits. Blocks of 1-11 rows
+ * (every remainder of the groups of four) of widths around the 8- and
+ * 16-lane edges, ViT's 197 and a detector's 91, the rows of each block of
+ * every kind above, so a NaN row sits beside finite ones in a group; a
+ * swapped row, a lane summed out of order or a group that lets its NaN
+ * row's path take the others fails. */
+static void softmax_grouped_at_level(void);
 static void softmax_grouped_rows_same_bits(void **state)
 {
     (void)state;
-    if (bf__sgemm_best() < BF_SGEMM_AVX512) {   /* the grouped rows are AVX-512's alone */
-        print_message("test_fastmath_avx2: SKIP: no AVX-512 on this CPU, so softmax_grouped_rows_same_bits "
+    if (bf__sgemm_best() < BF_SGEMM_AVX2) {   /* the grouped rows are the vector levels' */
+        print_message("test_fastmath_avx2: SKIP: no AVX2 on this CPU, so softmax_grouped_rows_same_bits "
                       "would compare the plain row with itself; skipped, not passed\n");
         skip();
     }
-    static const int widths[] = {1, 8, 15, 16, 17, 24, 31, 32, 33, 91, 130, 197};
+    const char *was = getenv("BITFLIP_SIMD");
+    char *keep = was ? strdup(was) : NULL;
+    assert_true(!was || keep);
+    int top = bf__sgemm_best() >= BF_SGEMM_AVX512 ? 2 : 1;
+    for (int level = 1; level <= top; level++) {
+        if (level == 1) setenv("BITFLIP_SIMD", "avx2", 1);
+        else unsetenv("BITFLIP_SIMD");
+        softmax_grouped_at_level();
+    }
+    if (keep) setenv("BITFLIP_SIMD", keep, 1);
+    else unsetenv("BITFLIP_SIMD");
+    free(keep);
+}
+
+static void softmax_grouped_at_level(void)
+{
+    static const int widths[] = {1, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 91, 130, 197};
     enum { MAXN = 197, MAXR = 11 };
     float *x = malloc(sizeof(float) * MAXN * MAXR), *b = malloc(sizeof(float) * MAXN * MAXR);
     assert_non_null(x), assert_non_null(b);
@@ -192,8 +213,8 @@ static void softmax_grouped_rows_same_bits(void **state)
             bf__softmax_inplace(x, count, n);
             for (int i = 0; i < count * n; i++)
                 if (memcmp(x + i, b + i, 4) != 0)
-                    fail_msg("softmax block of %d rows (n %d), row %d element %d: %.9g, plain row %.9g", count, n,
-                             i / n, i % n, (double)x[i], (double)b[i]);
+                    fail_msg("softmax block of %d rows (n %d, %s), row %d element %d: %.9g, plain row %.9g", count,
+                             n, bf_cpu_path(), i / n, i % n, (double)x[i], (double)b[i]);
         }
     free(x), free(b);
 }

@@ -61,7 +61,9 @@ bf_status bf__softmax_prepare(bf__prep *p, bf_error *err)
 }
 
 /* exp(x - m), its sum and the scaling, in the plain, AVX2 and AVX-512
- * copies of one loop (fastmath_impl.h: the same bits). The sum is
+ * copies of one loop (fastmath_impl.h: the same bits); the vector levels
+ * run it for rows under 8 or 16 and rows with a NaN, their own kernels
+ * below (exp8, exp16) the rest, with its bits. The sum is
  * bf__sum_f32_dacc's, operation for operation: eight double lanes, lane j
  * adding y[i + j] for i = 0, 8, 16, ... in order, the last n % 8 values
  * into t one by one, then ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
@@ -112,7 +114,133 @@ BF__ALWAYS_INLINE void softmax_row_body(float *y, const float *x, int64_t n, int
 }
 static void softmax_row_plain(float *y, const float *x, int64_t n) { softmax_row_body(y, x, n, 0); }
 #ifdef BF__HAVE_AVX2_COPY
-BF__AVX2 static void softmax_row_avx2(float *y, const float *x, int64_t n) { softmax_row_body(y, x, n, 1); }
+BF__AVX2 static void softmax_row_body_avx2(float *y, const float *x, int64_t n) { softmax_row_body(y, x, n, 1); }
+/* exp_f32 (fastmath_impl.h) in 8 lanes: exp16's operations in AVX2, one
+ * for one (no fused multiply-add: BF__AVX2 enables none), the same
+ * one-multiply scale where 2^n is a normal float in every lane, so each
+ * lane has exp_f32's bits. AVX2 has no unsigned compare: nb - 1 <= 253 as
+ * unsigned is max_epu32(nb - 1, 253) == 253. */
+BF__AVX2 static inline __m256 exp8(__m256 x)
+{
+    const __m256 lo = _mm256_set1_ps(-104.0f), hi = _mm256_set1_ps(89.0f), big = _mm256_set1_ps(12582912.0f);
+    x = _mm256_max_ps(lo, x);   /* clamp_f32's selects, a NaN kept (exp16's comment) */
+    x = _mm256_min_ps(hi, x);
+    __m256 t = _mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), big);
+    __m256 n = _mm256_sub_ps(t, big);
+    __m256i ni = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x4B400000));
+    __m256 r = _mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(0.693359375f)));
+    r = _mm256_sub_ps(r, _mm256_mul_ps(n, _mm256_set1_ps(-2.12194440e-4f)));
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(p, _mm256_mul_ps(r, r)), r), _mm256_set1_ps(1.0f));
+    const __m256i bias = _mm256_set1_epi32(127), top = _mm256_set1_epi32(253);
+    __m256i nb = _mm256_add_epi32(ni, bias), v = _mm256_sub_epi32(nb, _mm256_set1_epi32(1));
+    if (_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_max_epu32(v, top), top))) == 0xFF)
+        return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(nb, 23)));
+    __m256i n1 = _mm256_srai_epi32(_mm256_add_epi32(ni, _mm256_srli_epi32(ni, 31)), 1), n2 = _mm256_sub_epi32(ni, n1);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+
+/* The lanes of the last partial 8 of a row of n (n % 8 of them; all 8 when
+ * n is a multiple of 8) */
+BF__AVX2 static inline __m256i tail8(int64_t n)
+{
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    int r = (int)(n % 8);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(r ? r : 8), idx);
+}
+
+/* Up to SOFTMAX_GROUP8 rows of n >= 8 (nr of them, nr >= 1) with their
+ * instructions interleaved, each with the body's bits: the max of 8 lanes
+ * (no NaN: one value whatever the order; a NaN anywhere sends every row of
+ * the call to the body, which keeps it), exp8 of x - m 8 values at a time,
+ * the last n % 8 loaded masked with m in the other lanes (exp(0), never
+ * stored), the double sum lane for lane as bf__sum_f32_dacc adds it (lanes
+ * 0-3 and 4-7 two vectors of 4 doubles, the full 8s in order, the last
+ * n % 8 into t one by one, then the tree), and y * (float)(1 / sum).
+ * The sum is a pass of its own over y (in L1), as softmax_row_avx512's:
+ * summed in the exp's pass, each row's two double vectors spilled to the
+ * stack beside exp8's constants (16 ymm registers). Measured on a Zen 2
+ * (rows of 197, ViT-S/16's attention at batch 4; docs/perf/vit.md,
+ * h45-sm8): the body's AVX2 copy about 2.4 ns an element in the pass; this
+ * with the sum in the exp's pass, four rows, 1.42; a pass of its own, four
+ * rows, 1.21; two rows 1.18-1.22, three 1.20 (rows of 91 and 64 alike). */
+#define SOFTMAX_GROUP8 2
+BF__AVX2 BF__ALWAYS_INLINE void softmax_rows8_body(float *y, const float *x, int64_t n, const int nr)
+{
+    const float *xr[SOFTMAX_GROUP8];
+    float *yr[SOFTMAX_GROUP8];
+    __m256 mv[SOFTMAX_GROUP8], nanv = _mm256_setzero_ps();
+    const __m256i kt = tail8(n);
+    const int64_t full = n & ~(int64_t)7;
+    for (int r = 0; r < nr; r++) {
+        xr[r] = x + r * n, yr[r] = y + r * n;
+        mv[r] = _mm256_loadu_ps(xr[r]);
+        nanv = _mm256_or_ps(nanv, _mm256_cmp_ps(mv[r], mv[r], _CMP_UNORD_Q));
+        for (int64_t i = 8; i < full; i += 8) {
+            __m256 v = _mm256_loadu_ps(xr[r] + i);
+            nanv = _mm256_or_ps(nanv, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+            mv[r] = _mm256_max_ps(mv[r], v);
+        }
+        if (full < n) {   /* the tail's other lanes: the row's first 8 again (no new max) */
+            __m256 v = _mm256_blendv_ps(mv[r], _mm256_maskload_ps(xr[r] + full, kt), _mm256_castsi256_ps(kt));
+            nanv = _mm256_or_ps(nanv, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+            mv[r] = _mm256_max_ps(mv[r], v);
+        }
+    }
+    if (_mm256_movemask_ps(nanv)) {
+        for (int r = 0; r < nr; r++) softmax_row_body_avx2(yr[r], xr[r], n);
+        return;
+    }
+    __m256 vm[SOFTMAX_GROUP8];
+    __m256d a0[SOFTMAX_GROUP8], a1[SOFTMAX_GROUP8];
+    for (int r = 0; r < nr; r++) {
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(mv[r]), _mm256_extractf128_ps(mv[r], 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+        vm[r] = _mm256_set1_ps(_mm_cvtss_f32(h));
+        a0[r] = a1[r] = _mm256_setzero_pd();
+    }
+    for (int64_t i = 0; i < full; i += 8)
+        _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++)
+            _mm256_storeu_ps(yr[r] + i, exp8(_mm256_sub_ps(_mm256_loadu_ps(xr[r] + i), vm[r])));
+    for (int64_t i = 0; i < full; i += 8)
+        _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) {
+            a0[r] = _mm256_add_pd(a0[r], _mm256_cvtps_pd(_mm_loadu_ps(yr[r] + i)));
+            a1[r] = _mm256_add_pd(a1[r], _mm256_cvtps_pd(_mm_loadu_ps(yr[r] + i + 4)));
+        }
+    for (int r = 0; r < nr; r++) {
+        double t = 0, l[8];
+        if (full < n) {
+            __m256 v = _mm256_blendv_ps(vm[r], _mm256_maskload_ps(xr[r] + full, kt), _mm256_castsi256_ps(kt));
+            float e[8];
+            _mm256_storeu_ps(e, exp8(_mm256_sub_ps(v, vm[r])));
+            for (int64_t j = 0; j < n - full; j++) yr[r][full + j] = e[j], t += e[j];
+        }
+        _mm256_storeu_pd(l, a0[r]);
+        _mm256_storeu_pd(l + 4, a1[r]);
+        __m256 sc = _mm256_set1_ps((float)(1.0 / (((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])) + t)));
+        for (int64_t i = 0; i < full; i += 8) _mm256_storeu_ps(yr[r] + i, _mm256_mul_ps(_mm256_loadu_ps(yr[r] + i), sc));
+        for (int64_t j = full; j < n; j++) yr[r][j] *= _mm256_cvtss_f32(sc);
+    }
+}
+
+/* one row of n >= 8; SOFTMAX_GROUP8 at once */
+BF__AVX2 static void softmax_row8(float *y, const float *x, int64_t n) { softmax_rows8_body(y, x, n, 1); }
+BF__AVX2 static void softmax_rows8g(float *y, const float *x, int64_t n) { softmax_rows8_body(y, x, n, SOFTMAX_GROUP8); }
+
+/* AVX2's row: the 8-lane kernel above, or the body's AVX2 copy under 8 */
+static void softmax_row_avx2(float *y, const float *x, int64_t n)
+{
+    if (n < 8) softmax_row_body_avx2(y, x, n);
+    else softmax_row8(y, x, n);
+}
 /* exp_f32 (fastmath_impl.h) in 16 lanes, its operations one for one in
  * its order (no contraction: separate multiplies and adds), so each lane
  * has its bits; the halving of n rounds toward zero as C's division does. */
@@ -316,7 +444,10 @@ static void softmax_rows(float *y, const float *x, int64_t count, int64_t n)
         return;
     }
     if (level >= BF__SIMD_AVX2) {
-        for (int64_t o = 0; o < count; o++) softmax_row_avx2(y + o * n, x + o * n, n);
+        int64_t o = 0;
+        if (n >= 8)
+            for (; o + SOFTMAX_GROUP8 <= count; o += SOFTMAX_GROUP8) softmax_rows8g(y + o * n, x + o * n, n);
+        for (; o < count; o++) softmax_row_avx2(y + o * n, x + o * n, n);
         return;
     }
 #endif
