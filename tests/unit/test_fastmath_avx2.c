@@ -77,6 +77,29 @@ static void same_bits(void **state)
                              (double)b[i]);
         }
     }
+    /* the Gelu the op and a MatMul's fused epilogue run (bf__gelu_kernel: on
+     * AVX2 elementwise.c's gelu8, two vectors at a time, the tail through the
+     * compiler's copy), at each level this CPU has, on offsets 0-15 so every
+     * tail length shows */
+    m_gelu_plain(b, x, N);
+    const char *was = getenv("BITFLIP_SIMD");
+    char *keep = was ? strdup(was) : NULL;
+    assert_true(!was || keep);
+    for (int level = 1; level <= 1 + wide; level++) {
+        if (level == 1) setenv("BITFLIP_SIMD", "avx2", 1);
+        else unsetenv("BITFLIP_SIMD");
+        bf__map_fn g = bf__gelu_kernel();
+        for (int off = 0; off < 16; off++) {
+            g(a + off, x + off, N - off);
+            for (int i = off; i < N; i++)
+                if (memcmp(a + i, b + i, 4) != 0)
+                    fail_msg("gelu(%.9g) at %s, offset %d: kernel %.9g, plain %.9g", (double)x[i], bf_cpu_path(), off,
+                             (double)a[i], (double)b[i]);
+        }
+    }
+    if (keep) setenv("BITFLIP_SIMD", keep, 1);
+    else unsetenv("BITFLIP_SIMD");
+    free(keep);
     free(x), free(a), free(b);
 #else
     skip();
