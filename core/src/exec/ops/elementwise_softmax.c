@@ -208,10 +208,10 @@ BF__AVX2 BF__ALWAYS_INLINE void softmax_rows8_body(float *y, const float *x, int
         a0[r] = a1[r] = _mm256_setzero_pd();
     }
     for (int64_t i = 0; i < full; i += 8)
-        _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++)
+        _Pragma("GCC unroll 2") for (int r = 0; r < nr; r++)   /* nr <= SOFTMAX_GROUP8 */
             _mm256_storeu_ps(yr[r] + i, exp8(_mm256_sub_ps(_mm256_loadu_ps(xr[r] + i), vm[r])));
     for (int64_t i = 0; i < full; i += 8)
-        _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) {
+        _Pragma("GCC unroll 2") for (int r = 0; r < nr; r++) {
             a0[r] = _mm256_add_pd(a0[r], _mm256_cvtps_pd(_mm_loadu_ps(yr[r] + i)));
             a1[r] = _mm256_add_pd(a1[r], _mm256_cvtps_pd(_mm_loadu_ps(yr[r] + i + 4)));
         }
