@@ -13,7 +13,7 @@
  *   build/bitflip-bench-conv --fuse   the expansion (1x1) and the depthwise Conv after it at batch 4,
  *                                     apart (the expansion's whole output written, then read back)
  *                                     against a block of channels of one image at a time
- *                                     (linalg_conv_pwdw.c's loop; FUSE_BLK=16,32: the block sizes)
+ *                                     (linalg_conv_pwdw.c's loop; FUSE_BLK=16,32: the block sizes, 1-64)
  *
  * Timed in the thread's CPU time, not wall time: on a shared, loaded
  * machine a descheduled thread would otherwise count the other processes'
@@ -201,6 +201,7 @@ static void pointwise_paths(void)
  * way (the product's per-element K order does not depend on how many rows a
  * call takes); "same bits" compares the depthwise outputs. FUSE_BLK: block
  * sizes to try (default 8,16,32). */
+#define FUSE_BLKMAX 64   /* the largest FUSE_BLK block: the block buffer's rows */
 static void fuse_pairs(void)
 {
     static const int sh[][4] = {{16, 96, 112, 2}, {24, 144, 56, 1}, {24, 144, 56, 2},
@@ -216,6 +217,12 @@ static void fuse_pairs(void)
             while (q[1] && q[1] != ',') q++;
             if (q[1]) q++;
         }
+        for (int v = 0; v < nb; v++)
+            if (blks[v] < 1 || blks[v] > FUSE_BLKMAX) {
+                fprintf(stderr, BENCH_PROG ": FUSE_BLK: a block of %d channels; give 1-%d (the block buffer's rows)\n",
+                        blks[v], FUSE_BLKMAX);
+                exit(2);
+            }
     }
     for (size_t s = 0; s < sizeof sh / sizeof sh[0]; s++) {
         int k = sh[s][0], m = sh[s][1], h = sh[s][2], st = sh[s][3], o = (h + 2 - 3) / st + 1, n = h * h;
@@ -233,7 +240,7 @@ static void fuse_pairs(void)
         float *a = rand_floats((int64_t)m * k), *x = rand_floats((int64_t)NI * k * n), *b1 = rand_floats(m);
         float *wt = rand_floats((int64_t)m * 9), *b2 = rand_floats(m);
         float *e = rand_floats((int64_t)NI * m * n), *y0 = rand_floats((int64_t)NI * m * o * o);
-        float *y1 = rand_floats((int64_t)NI * m * o * o), *eb = rand_floats((int64_t)64 * n);
+        float *y1 = rand_floats((int64_t)NI * m * o * o), *eb = rand_floats((int64_t)FUSE_BLKMAX * n);
         bf__act act = {.lo = 0.0f, .hi = 6.0f};
         double best[9];
         for (int v = 0; v < 9; v++) best[v] = 1e9;
@@ -256,7 +263,7 @@ static void fuse_pairs(void)
                             for (int c0 = 0; c0 < m; c0 += bl) {
                                 int cb = m - c0 < bl ? m - c0 : bl;
                                 const float *xi = x + (int64_t)i * k * n;
-                                if (cb >= BF__PW_MMIN && cb <= BF__PW_MMAX && n >= BF__PW_NMIN)
+                                if (dw.simd >= BF_SGEMM_AVX512 && cb >= BF__PW_MMIN && cb <= BF__PW_MMAX && n >= BF__PW_NMIN)
                                     bf__conv_pw_inplace(cb, n, k, a + (int64_t)c0 * k, k, xi, n, b1 + c0, &act, eb, n);
                                 else
                                     bf__sgemm_bias(dw.simd, cb, n, k, a + (int64_t)c0 * k, k, xi, n, b1 + c0, &act, eb, n);

@@ -522,12 +522,17 @@ const conv_case cases[] = {
     {"depthwise 1x3 stride 2, 16 wide -> 8", 2, 3, 4, 16, 3, 3, 1, 3, 2, 1, {0, 1, 0, 1}, 0, 1},
     /* on AVX2, 8 channels in the lanes (linalg_conv_dwc8.c: maps of up to
      * 1024 positions at stride 1, 16384 at stride 2): blocks of 8 channels,
-     * the rest a plane at a time (dw8); the inside columns four at a time,
-     * the others one at a time over their own kernel columns */
+     * the rest a plane at a time (dw8); at stride 1 and 3 wide the inside
+     * columns eight at a time, then four, then (and the others) one at a
+     * time over their own kernel columns */
     {"dwc8: 3x3 on 7x7, 2 images, 19 channels (two blocks, then 3 planes), an Inf weight", 2, 19, 7, 7, 19, 19, 3, 3,
      1, 1, {1, 1, 1, 1}, 1, 1},
     {"dwc8: 3x3 on 14x14, 16 channels, every product -0, the bias -0 in every other channel", 1, 16, 14, 14, 16, 16, 3,
      3, 1, 1, {1, 1, 1, 1}, 1, 2},
+    {"dwc8: 3x3 on 6x13, 8 channels: 11 inside columns (8, then 3 alone), an Inf weight", 2, 8, 6, 13, 8, 8, 3, 3, 1,
+     1, {1, 1, 1, 1}, 1, 1},
+    {"dwc8: 3x3 on 5x10, 8 channels, no padding on the left: 8 inside columns, then 2 alone", 1, 8, 5, 10, 8, 8, 3,
+     3, 1, 1, {1, 0, 1, 1}, 0, 0},
     {"dwc8: 3x3 stride 2, 14x14 -> 7x7, 8 channels, every product -0, no bias", 2, 8, 14, 14, 8, 8, 3, 3, 2, 1,
      {1, 1, 1, 1}, 0, 2},
     {"dwc8: 3x3 stride 2, 112x112 -> 56x56, 9 channels, an Inf weight", 1, 9, 112, 112, 9, 9, 3, 3, 2, 1,

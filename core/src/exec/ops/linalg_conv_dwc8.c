@@ -34,6 +34,9 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 
 #define AVX2 __attribute__((target("avx2")))
+#ifndef DWC8_NB
+#define DWC8_NB 8
+#endif
 #define DWC8_MAXTAPS (BF__DW_MAXKH * BF__DW_MAXKW)
 
 /* Per kernel row kh (column kw), the output rows (columns) whose tap lies
@@ -60,6 +63,29 @@ AVX2 static inline __m256 dwc8_act(__m256 v, const bf__act *act)
     return act ? _mm256_min_ps(_mm256_set1_ps(act->hi), _mm256_max_ps(_mm256_set1_ps(act->lo), v)) : v;
 }
 
+/* dwc8_body's N outputs from ow of row oh, every tap inside for each: N
+ * independent chains (N a constant: the sums in registers), then ow += N.
+ * A macro, not a function: the same loop as an always-inlined function
+ * with one array for both N lost the stride-1 gain and ran the stride-2
+ * maps 2-15% slower (docs/perf/mobilenet/h46.md, h46-dwc8). */
+#define DWC8_INSIDE(N)                                                                                  \
+    do {                                                                                                \
+        __m256 v[N];                                                                                    \
+        _Pragma("GCC unroll 8") for (int j = 0; j < (N); j++) v[j] = bias;                            \
+        for (int64_t kh = kh0; kh < kh1; kh++) {                                                        \
+            const float *r = t + ((oh * sh + kh * dh - ph) * IW + ow * sw - pw) * 8;                    \
+            for (int64_t kw = 0; kw < KW; kw++) {                                                       \
+                const __m256 wv = w[kh * KW + kw];                                                      \
+                const float *p = r + kw * dw * 8;                                                       \
+                _Pragma("GCC unroll 8") for (int j = 0; j < (N); j++)                                   \
+                    v[j] = _mm256_add_ps(v[j], _mm256_mul_ps(wv, _mm256_loadu_ps(p + j * sw * 8)));     \
+            }                                                                                           \
+        }                                                                                               \
+        _Pragma("GCC unroll 8") for (int j = 0; j < (N); j++)                                           \
+            _mm256_storeu_ps(orow + (ow + j) * 8, dwc8_act(v[j], act));                                 \
+        ow += (N);                                                                                      \
+    } while (0)
+
 /* The outputs of one block of 8 channels, t: its input positions' vectors,
  * w: its taps' vectors, o: its output positions' vectors. Per output row the
  * kernel rows inside the input are one range; the columns whose every tap
@@ -67,7 +93,7 @@ AVX2 static inline __m256 dwc8_act(__m256 v, const bf__act *act)
  * chains: one left the adder waiting on its latency), the others one at a
  * time over their own range of kernel columns. KW a constant where inlined
  * (3x3). */
-AVX2 static inline __attribute__((always_inline)) void dwc8_body(int64_t KW, const bf__window *g, const float *t,
+AVX2 static inline __attribute__((always_inline)) void dwc8_body(int64_t KW, int NB, const bf__window *g, const float *t,
                                                                  const __m256 *w, __m256 bias, const bf__act *act,
                                                                  float *o, const dwc8_ranges *rg)
 {
@@ -81,24 +107,13 @@ AVX2 static inline __attribute__((always_inline)) void dwc8_body(int64_t KW, con
         float *orow = o + oh * OW * 8;
         int64_t ow = 0;
         while (ow < OW) {
+            /* at stride 1 eight at a time first (DWC8_NB), then four */
+            if (NB && ow >= rg->c0 && ow + NB <= rg->c1) {
+                DWC8_INSIDE(NB > 0 ? NB : 1);
+                continue;
+            }
             if (ow >= rg->c0 && ow + 4 <= rg->c1) {
-                __m256 v0 = bias, v1 = bias, v2 = bias, v3 = bias;
-                for (int64_t kh = kh0; kh < kh1; kh++) {
-                    const float *r = t + ((oh * sh + kh * dh - ph) * IW + ow * sw - pw) * 8;
-                    for (int64_t kw = 0; kw < KW; kw++) {
-                        const __m256 wv = w[kh * KW + kw];
-                        const float *p = r + kw * dw * 8;
-                        v0 = _mm256_add_ps(v0, _mm256_mul_ps(wv, _mm256_loadu_ps(p)));
-                        v1 = _mm256_add_ps(v1, _mm256_mul_ps(wv, _mm256_loadu_ps(p + sw * 8)));
-                        v2 = _mm256_add_ps(v2, _mm256_mul_ps(wv, _mm256_loadu_ps(p + 2 * sw * 8)));
-                        v3 = _mm256_add_ps(v3, _mm256_mul_ps(wv, _mm256_loadu_ps(p + 3 * sw * 8)));
-                    }
-                }
-                _mm256_storeu_ps(orow + ow * 8, dwc8_act(v0, act));
-                _mm256_storeu_ps(orow + ow * 8 + 8, dwc8_act(v1, act));
-                _mm256_storeu_ps(orow + ow * 8 + 16, dwc8_act(v2, act));
-                _mm256_storeu_ps(orow + ow * 8 + 24, dwc8_act(v3, act));
-                ow += 4;
+                DWC8_INSIDE(4);
                 continue;
             }
             int64_t kw0 = 0, kw1 = KW;
@@ -121,13 +136,19 @@ AVX2 static inline __attribute__((always_inline)) void dwc8_body(int64_t KW, con
 AVX2 static void dwc8_3(const bf__window *g, const float *t, const __m256 *w, __m256 bias, const bf__act *act, float *o,
                         const dwc8_ranges *rg)
 {
-    dwc8_body(3, g, t, w, bias, act, o, rg);
+    dwc8_body(3, 0, g, t, w, bias, act, o, rg);
+}
+
+AVX2 static void dwc8_3s1(const bf__window *g, const float *t, const __m256 *w, __m256 bias, const bf__act *act, float *o,
+                          const dwc8_ranges *rg)
+{
+    dwc8_body(3, DWC8_NB, g, t, w, bias, act, o, rg);
 }
 
 AVX2 static void dwc8_any(const bf__window *g, const float *t, const __m256 *w, __m256 bias, const bf__act *act,
                           float *o, const dwc8_ranges *rg)
 {
-    dwc8_body(g->k[2], g, t, w, bias, act, o, rg);
+    dwc8_body(g->k[2], 0, g, t, w, bias, act, o, rg);
 }
 
 /* planes p[c * ld + q] (8 of them) into vectors t[q * 8 + c], q < n */
@@ -181,7 +202,8 @@ AVX2 static void dwc8_blocks(const bf__conv_params *cp, const float *x, const fl
         const __m256 bvec = _mm256_loadu_ps(bv);
         for (int64_t n = 0; n < cp->n; n++) {
             dwc8_in(x + (n * cp->c + ch) * cp->isp, cp->isp, cp->isp, t);
-            if (g->k[2] == 3) dwc8_3(g, t, w, bvec, act, o, &rg);
+            if (g->k[2] == 3 && g->s[2] == 1) dwc8_3s1(g, t, w, bvec, act, o, &rg);
+            else if (g->k[2] == 3) dwc8_3(g, t, w, bvec, act, o, &rg);
             else dwc8_any(g, t, w, bvec, act, o, &rg);
             dwc8_out(o, cp->osp, y + (n * cp->m + ch) * cp->osp, cp->osp);
         }
