@@ -11,7 +11,8 @@
  * panel-packer entry, against the reference; and op(B) packed whole into
  * the caller's work first (bf__sgemm_work), the same; and the epilogue
  * (column bias, residual, clip, map) after the accumulate on partial
- * panels, every combination at every level, against its definition. */
+ * panels, every combination at every level, against its definition; and
+ * the product's columns stored by segments into images' planes. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -390,6 +391,73 @@ static void every_path_matches_reference(void **state)
     print_message("%ld products over the forced paths, each == reference bit for bit\n", cases);
 }
 
+/* bf__sgemm_packed_planes: a Conv's 1x1 product over images side by side
+ * stored straight into each image's planes: column c of row i at y[i * ldy
+ * + c + (c / seg) * jump], the residual read at the same place. Against the
+ * scalar reference chain plus the bias, the residual in the Add's operand
+ * order and the activation, moved there by hand; every float of y outside
+ * those places (the gaps between images, a margin past the end) untouched.
+ * Segments narrower than a panel (9: a panel over three images), not a
+ * multiple of 16 (49: panels across images' ends), exactly 16 (no panel
+ * split), row counts off the block's 6, K past the stack panel. The
+ * AVX-512 block stores a pair's columns as one run: 0 there, y untouched. */
+static void planes_move_columns_by_segment(void **state)
+{
+    (void)state;
+    static const int shape[][5] = {/* m, k, seg, images, gap */
+                                   {13, 40, 9, 3, 5},  {7, 300, 49, 4, 0}, {25, 1100, 16, 2, 3},
+                                   {6, 5, 196, 4, 1},  {1, 17, 7, 5, 2}};
+    int best = bf__sgemm_best();
+    if (best < BF_SGEMM_AVX2) skip();
+    for (size_t s = 0; s < sizeof shape / sizeof *shape; s++)
+        for (int form = 0; form < 4; form++) {   /* none, Clip, residual as A then Relu, residual as B */
+            int m = shape[s][0], k = shape[s][1], seg = shape[s][2], imgs = shape[s][3], n = seg * imgs;
+            int64_t jump = (int64_t)(m - 1) * seg + shape[s][4];
+            size_t ysz = (size_t)((int64_t)(m - 1) * seg + (n - 1) + (int64_t)(n - 1) / seg * jump + 1) + 16;
+            float *a = rand_buf((size_t)m * k), *b = rand_buf((size_t)k * n), *bias = rand_buf((size_t)m);
+            float *res = rand_buf(ysz), *y0 = rand_buf(ysz), *want = malloc(ysz * sizeof *want);
+            float *y = malloc(ysz * sizeof *y), *prod = malloc((size_t)m * n * sizeof *prod);
+            assert_non_null(want);
+            assert_non_null(y);
+            assert_non_null(prod);
+            bf__act act = {-0.25f, 0.5f, 0, NULL, 0, NULL, 0, NULL};
+            if (form >= 2) act = (bf__act){0.0f, INFINITY, 0, res, form == 2, NULL, 0, NULL};
+            bf__sgemm_ref(0, 0, m, n, k, 1.0f, a, k, b, n, 0, prod, n);
+            memcpy(want, y0, ysz * sizeof *want);
+            for (int i = 0; i < m; i++)
+                for (int c = 0; c < n; c++) {
+                    int64_t at = (int64_t)i * seg + c + (int64_t)(c / seg) * jump;
+                    float v = prod[(int64_t)i * n + c] + bias[i];
+                    if (form >= 2) v = form == 2 ? res[at] + v : v + res[at];
+                    if (form) v = v < act.lo ? act.lo : v > act.hi ? act.hi : v;
+                    want[at] = v;
+                }
+            mat_pack mp = {b, n};
+            memcpy(y, y0, ysz * sizeof *y);
+            assert_int_equal(bf__sgemm_packed_planes(BF_SGEMM_AVX2, m, n, k, a, k, pack_from_matrix, &mp, bias,
+                                                     form ? &act : NULL, y, seg, seg, jump),
+                             1);
+            if (!same_bits(y, want, ysz))
+                fail_msg("m %d k %d seg %d images %d form %d: differs from the reference moved by hand", m, k, seg,
+                         imgs, form);
+            if (best >= BF_SGEMM_AVX512) {
+                memcpy(y, y0, ysz * sizeof *y);
+                assert_int_equal(bf__sgemm_packed_planes(BF_SGEMM_AVX512, m, n, k, a, k, pack_from_matrix, &mp, bias,
+                                                         form ? &act : NULL, y, seg, seg, jump),
+                                 0);
+                assert_true(same_bits(y, y0, ysz));
+            }
+            free(a), free(b), free(bias), free(res), free(y0), free(want), free(y), free(prod);
+        }
+    /* no segments: refused, y untouched */
+    float a1 = 1.0f, b1 = 2.0f, bias1 = 0.0f, y1 = -3.0f;
+    mat_pack mp1 = {&b1, 1};
+    assert_int_equal(bf__sgemm_packed_planes(BF_SGEMM_AVX2, 1, 1, 1, &a1, 1, pack_from_matrix, &mp1, &bias1, NULL, &y1,
+                                             1, 0, 0),
+                     0);
+    assert_true(y1 == -3.0f);
+}
+
 /* op(B) packed whole into the caller's work before the product
  * (bf__sgemm_work, a transformer's weight products): each CPU path against
  * the reference bit for bit, B plain and transposed, deeper than the
@@ -652,6 +720,7 @@ int main(void)
         cmocka_unit_test(res_epilogue_by_hand),
         cmocka_unit_test(whole_packed_matches_reference),
         cmocka_unit_test(partial_panels_accumulate_then_epilogue),
+        cmocka_unit_test(planes_move_columns_by_segment),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -293,6 +293,16 @@ int bf__conv_pw_batched(const bf__conv_params *cp, const float *x, const float *
             int64_t ni = cp->n - n < imgs ? cp->n - n : imgs, ldt = ni * cp->osp;
             pw_gather pk = {x + (n * cp->c + g * cp->cg) * cp->isp, cp->osp, cp->c * cp->isp};
             int64_t yoff = (n * cp->m + g * cp->mg) * cp->osp;
+            /* each image's columns straight into its planes, the residual
+             * read there too (AVX2's block; linalg_conv_direct.c's shifted
+             * residual): the copy out below measured 2.5% of mobilenet_v2's
+             * pass at batch 4 (docs/perf/mobilenet/h46.md, h46-planes) */
+            bf__act ka;
+            if (act && act->res) ka = *act, ka.res = act->res + yoff;
+            if (bf__sgemm_packed_planes(cp->simd, mg, (int)ldt, kc, wt + g * cp->mg * cp->kc, kc, pw_pack_avx2, &pk,
+                                        bias + g * cp->mg, act && act->res ? &ka : act, y + yoff, (int)cp->osp,
+                                        cp->osp, (cp->m - 1) * cp->osp))
+                continue;
             /* the residual is laid out as y, not as the product: after it */
             const bf__act *kact = act && act->res ? NULL : act;
             /* 0 never past the first call (the level and K are checked); the

@@ -265,6 +265,11 @@ typedef struct panel_at {
     const float *pan;
     int64_t ps;
     int masked, nr, j0;
+    /* where its columns go in y (bf__gemm_b's yseg, yjump): column c at
+     * c + (c / seg) * jump of its row; yoff that of j0, split when the
+     * panel's columns reach past j0's segment (seg 0: at c, none split) */
+    int64_t seg, jump, yoff;
+    int split;
 } panel_at;
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -305,7 +310,16 @@ static void asan_block(const panel_at *pa, int np, int i0, int mr, int k, const 
     const float *yb = y + (int64_t)i0 * ldy + j0, *res = act && act->res ? act->res + (int64_t)i0 * ldy + j0 : NULL;
     asan_rows(a + (int64_t)i0 * lda, lda, mr, k, bias ? bias + i0 : NULL);
     if (act) bf__asan_bytes(act, sizeof *act);
-    for (int i = 0; i < mr; i++) {
+    for (int q = 0; np && pa[0].seg && q < np; q++)   /* y's columns in segments: each piece where it goes */
+        for (int i = 0; i < mr; i++)
+            for (int64_t c = pa[q].j0, e; c < pa[q].j0 + pa[q].nr; c = e) {
+                e = (c / pa[q].seg + 1) * pa[q].seg;
+                if (e > pa[q].j0 + pa[q].nr) e = pa[q].j0 + pa[q].nr;
+                int64_t at = (int64_t)(i0 + i) * ldy + c + c / pa[q].seg * pa[q].jump;
+                asan_span(y + at, e - c);
+                if (act && act->res) asan_span(act->res + at, e - c);
+            }
+    for (int i = 0; !(np && pa[0].seg) && i < mr; i++) {
         asan_span(yb + (int64_t)i * ldy, nc);
         if (res) asan_span(res + (int64_t)i * ldy, nc);
     }
@@ -321,20 +335,37 @@ static void asan_block(const panel_at *pa, int np, int i0, int mr, int k, const 
 #define ASAN_BLOCK(...) ((void)0)
 #endif
 
+/* A split panel's mr rows between y's pieces (base: row 0's start, ld
+ * apart; column c at c + (c / seg) * jump) and a tile of NR-float rows:
+ * gathered into the tile (`in`) or scattered from it. Moves only. */
+static void split_move(const panel_at *p, int mr, float *base, int ldy, float *tile, int in)
+{
+    for (int i = 0; i < mr; i++)
+        for (int64_t c = p->j0, e; c < p->j0 + p->nr; c = e) {
+            e = (c / p->seg + 1) * p->seg;
+            if (e > p->j0 + p->nr) e = p->j0 + p->nr;
+            float *at = base + (int64_t)i * ldy + c + c / p->seg * p->jump, *t = tile + i * NR + (c - p->j0);
+            memcpy(in ? t : at, in ? at : t, sizeof(float) * (size_t)(e - c));
+        }
+}
+
 /* The rows of A over a group of panels, a block of rows over every panel
  * of the group before the next block: each block's rows of y are then
  * written left to right, a few streams the prefetcher follows, instead of
  * one 64-byte line of each of the m rows per panel (on mobilenet_v2's 1x1
  * convolutions with a wide output, 96 rows x 12,544 columns, the stores
  * stalled on every line). The order of the blocks changes which elements
- * are computed first, never an element's chain. */
+ * are computed first, never an element's chain. Not inlined: with y's
+ * segments added, GCC inlined it into sgemm_panels, and one profile
+ * counted 2% more samples in the pair than with it apart. */
 NO_ASAN
-AVX2 static void rows_avx2(int m, int np, const panel_at *pa, int k, const float *a, int lda, float alpha,
-                           int accumulate, const float *bias, const bf__act *act, float *y, int ldy,
-                           const float *crow)
+AVX2 static __attribute__((noinline)) void rows_avx2(int m, int np, const panel_at *pa, int k, const float *a,
+                                                     int lda, float alpha, int accumulate, const float *bias,
+                                                     const bf__act *act, float *y, int ldy, const float *crow)
 {
     /* near-equal blocks, as rows_avx512 cuts them (64: 10 x 6 and 4 -> 9 x 6 and 2 x 5) */
     int nblk = (m + MR - 1) / MR, base = nblk ? m / nblk : 0, extra = nblk ? m % nblk : 0;
+    float yt[MR * NR], rt[MR * NR];   /* a split panel's block of y and of the residual */
     ASAN_PANELS(m, pa, np, k, 1);
     for (int b = 0, i0 = 0; b < nblk; b++) {
         int mr = base + (b < extra);
@@ -343,23 +374,28 @@ AVX2 static void rows_avx2(int m, int np, const panel_at *pa, int k, const float
         for (int q = 0; q < np; q++) {
             const float *pan = pa[q].pan;
             int64_t ps = pa[q].ps;
-            int nr = pa[q].nr;
-            float *yb = y + (int64_t)i0 * ldy + pa[q].j0;
-            const float *rb = act && act->res ? act->res + (int64_t)i0 * ldy + pa[q].j0 : NULL;
+            int nr = pa[q].nr, ld = ldy;
+            float *yb = y + (int64_t)i0 * ldy + pa[q].j0 + pa[q].yoff;
+            const float *rb = act && act->res ? act->res + (int64_t)i0 * ldy + pa[q].j0 + pa[q].yoff : NULL;
             const float *cr = crow ? crow + pa[q].j0 : NULL;
             const float *cb = act && act->cbias ? act->cbias + pa[q].j0 : NULL;
+            if (pa[q].split) {   /* into tiles, the residual's pieces gathered first, y's scattered after */
+                if (rb) split_move(&pa[q], mr, (float *)act->res + (int64_t)i0 * ldy, ldy, rt, 1);
+                yb = yt, rb = rb ? rt : NULL, ld = NR;
+            }
             switch (mr) {
 #define ROWS(r)                                                                                                 \
     case r:                                                                                                     \
-        if (pa[q].masked) block(r, nr, k, ab, lda, pan, ps, 1, 0, alpha, accumulate, bb, act, rb, cb, yb, ldy, cr); \
-        else if (ps != NR) block(r, nr, k, ab, lda, pan, ps, 0, 1, alpha, accumulate, bb, act, rb, cb, yb, ldy, cr); \
-        else block(r, nr, k, ab, lda, pan, ps, 0, 0, alpha, accumulate, bb, act, rb, cb, yb, ldy, cr);          \
+        if (pa[q].masked) block(r, nr, k, ab, lda, pan, ps, 1, 0, alpha, accumulate, bb, act, rb, cb, yb, ld, cr); \
+        else if (ps != NR) block(r, nr, k, ab, lda, pan, ps, 0, 1, alpha, accumulate, bb, act, rb, cb, yb, ld, cr); \
+        else block(r, nr, k, ab, lda, pan, ps, 0, 0, alpha, accumulate, bb, act, rb, cb, yb, ld, cr);          \
         break;
                 ROWS(6) ROWS(5) ROWS(4) ROWS(3) ROWS(2) ROWS(1)
 #undef ROWS
             default: break;
             }
-            if (act && act->map) map_rows(act->map, mr, nr, yb, ldy);
+            if (act && act->map) map_rows(act->map, mr, nr, yb, ld);
+            if (pa[q].split) split_move(&pa[q], mr, y + (int64_t)i0 * ldy, ldy, yt, 0);
         }
         i0 += mr;
     }
@@ -507,7 +543,8 @@ AVX2 static panel_at panel_of(const bf__gemm_b *src, int m, int j0, int nr, int 
     int mrmax = MR;
     const float *b = src->b;
     int ldb = src->ldb;
-    panel_at pa = {panel, NR, 0, nr, j0};
+    panel_at pa = {panel, NR, 0, nr, j0, src->yseg, src->yjump, 0, 0};
+    if (src->yseg) pa.yoff = j0 / src->yseg * src->yjump, pa.split = j0 / src->yseg != (j0 + nr - 1) / src->yseg;
     if (src->packed) {   /* packed whole beforehand (pack_whole) */
         pa.pan = src->packed + (int64_t)(j0 / NR) * k * NR;
     } else if (src->pack) {
@@ -661,6 +698,7 @@ static int sgemm_at(int level, int trans_a, const bf__gemm_b *src, int m, int n,
     }
     /* the AVX-512 block takes two panels at once: twice the panel memory */
     int wide = level >= BF_SGEMM_AVX512, per = wide ? 2 : 1;
+    if (wide && src->yseg) return 0;   /* the AVX-512 block's panel pairs store y's columns as one run */
     _Alignas(64) float stack[2 * NR * KSTACK];
     /* (packed whole: the panels are in work, the stack's go unused) */
     float *panel = k <= KSTACK || src->packed ? stack : bf__malloc(sizeof(float) * (size_t)k * NR * (size_t)per);
@@ -777,5 +815,13 @@ int bf__sgemm_packed(int level, int m, int n, int k, const float *a, int lda, bf
                      const float *bias, const bf__act *act, float *y, int ldy)
 {
     bf__gemm_b src = {.pack = pack, .ctx = ctx};
+    return sgemm_at(level, 0, &src, m, n, k, 1.0f, a, lda, 0, bias, act, y, ldy, NULL, NULL);
+}
+
+int bf__sgemm_packed_planes(int level, int m, int n, int k, const float *a, int lda, bf__pack_fn pack, const void *ctx,
+                            const float *bias, const bf__act *act, float *y, int ldy, int64_t seg, int64_t jump)
+{
+    if (seg < 1 || jump < 0) return 0;
+    bf__gemm_b src = {.pack = pack, .ctx = ctx, .yseg = seg, .yjump = jump};
     return sgemm_at(level, 0, &src, m, n, k, 1.0f, a, lda, 0, bias, act, y, ldy, NULL, NULL);
 }

@@ -136,6 +136,7 @@ typedef struct bf__gemm_b {
     bf__pack_fn pack;
     const void *ctx;
     const float *packed;    /* set: op(B) packed whole, panel q at packed + q * k * 16 (sgemm.c) */
+    int64_t yseg, yjump;    /* yseg > 0: y's column c at c + (c / yseg) * yjump (bf__sgemm_packed_planes) */
 } bf__gemm_b;
 
 /* Y = A B with bias[i] added to row i while the block is in registers:
@@ -164,6 +165,18 @@ void bf__sgemm_colepi(int level, int m, int n, int k, const float *a, int lda, c
  * the product another way (the bits are the same). */
 int bf__sgemm_packed(int level, int m, int n, int k, const float *a, int lda, bf__pack_fn pack, const void *ctx,
                      const float *bias, const bf__act *act, float *y, int ldy);
+/* bf__sgemm_packed with y's columns in segments of seg, each jump floats
+ * past the one before: column c of row i at y[i * ldy + c + (c / seg) *
+ * jump], and act->res laid out the same way. A Conv's 1x1 product over
+ * several images side by side (linalg_conv_pointwise.c) stores each image's
+ * columns straight into its own planes: ldy the map's positions, seg the
+ * same, jump (M - 1) maps. The same bits as bf__sgemm_packed's then moved
+ * (a panel whose columns cross a segment's end runs its block into a tile
+ * and moves the pieces). 0, y untouched, as bf__sgemm_packed's, and also on
+ * the AVX-512 block (its panel pairs store a row's 32 columns as one run):
+ * the caller then moves them itself. */
+int bf__sgemm_packed_planes(int level, int m, int n, int k, const float *a, int lda, bf__pack_fn pack, const void *ctx,
+                            const float *bias, const bf__act *act, float *y, int ldy, int64_t seg, int64_t jump);
 /* The deepest panel kept on the stack: up to this k, bf__sgemm_packed
  * allocates nothing and so fails only where the CPU has no AVX2. */
 #define BF_SGEMM_KSTACK 1024
