@@ -272,6 +272,16 @@ typedef struct panel_at {
     int split;
 } panel_at;
 
+/* Where column c of a split panel's row goes (its offset from the row's
+ * start in y), and in *end the end of c's piece: its segment's or the
+ * panel's end, whichever comes first. */
+static inline int64_t piece_at(const panel_at *p, int64_t c, int64_t *end)
+{
+    int64_t e = (c / p->seg + 1) * p->seg, pe = p->j0 + p->nr;
+    *end = e < pe ? e : pe;
+    return c + c / p->seg * p->jump;
+}
+
 #if defined(__SANITIZE_ADDRESS__)
 /* the k rows of a group's panels the blocks read (block reads all 16
  * lanes of a packed panel's rows: avx2 and not masked), once for all
@@ -313,9 +323,7 @@ static void asan_block(const panel_at *pa, int np, int i0, int mr, int k, const 
     for (int q = 0; np && pa[0].seg && q < np; q++)   /* y's columns in segments: each piece where it goes */
         for (int i = 0; i < mr; i++)
             for (int64_t c = pa[q].j0, e; c < pa[q].j0 + pa[q].nr; c = e) {
-                e = (c / pa[q].seg + 1) * pa[q].seg;
-                if (e > pa[q].j0 + pa[q].nr) e = pa[q].j0 + pa[q].nr;
-                int64_t at = (int64_t)(i0 + i) * ldy + c + c / pa[q].seg * pa[q].jump;
+                int64_t at = (int64_t)(i0 + i) * ldy + piece_at(&pa[q], c, &e);
                 asan_span(y + at, e - c);
                 if (act && act->res) asan_span(act->res + at, e - c);
             }
@@ -335,17 +343,24 @@ static void asan_block(const panel_at *pa, int np, int i0, int mr, int k, const 
 #define ASAN_BLOCK(...) ((void)0)
 #endif
 
-/* A split panel's mr rows between y's pieces (base: row 0's start, ld
- * apart; column c at c + (c / seg) * jump) and a tile of NR-float rows:
- * gathered into the tile (`in`) or scattered from it. Moves only. */
-static void split_move(const panel_at *p, int mr, float *base, int ldy, float *tile, int in)
+/* A split panel's mr rows of the residual (base: row 0's start, ldy
+ * apart) into a tile of NR-float rows, piece by piece; split_scatter the
+ * block's rows from the tile to y's pieces. Moves only. */
+static void split_gather(const panel_at *p, int mr, const float *base, int ldy, float *tile)
 {
     for (int i = 0; i < mr; i++)
         for (int64_t c = p->j0, e; c < p->j0 + p->nr; c = e) {
-            e = (c / p->seg + 1) * p->seg;
-            if (e > p->j0 + p->nr) e = p->j0 + p->nr;
-            float *at = base + (int64_t)i * ldy + c + c / p->seg * p->jump, *t = tile + i * NR + (c - p->j0);
-            memcpy(in ? t : at, in ? at : t, sizeof(float) * (size_t)(e - c));
+            const float *at = base + (int64_t)i * ldy + piece_at(p, c, &e);
+            memcpy(tile + i * NR + (c - p->j0), at, sizeof(float) * (size_t)(e - c));
+        }
+}
+
+static void split_scatter(const panel_at *p, int mr, const float *tile, float *base, int ldy)
+{
+    for (int i = 0; i < mr; i++)
+        for (int64_t c = p->j0, e; c < p->j0 + p->nr; c = e) {
+            float *at = base + (int64_t)i * ldy + piece_at(p, c, &e);
+            memcpy(at, tile + i * NR + (c - p->j0), sizeof(float) * (size_t)(e - c));
         }
 }
 
@@ -380,7 +395,7 @@ AVX2 static __attribute__((noinline)) void rows_avx2(int m, int np, const panel_
             const float *cr = crow ? crow + pa[q].j0 : NULL;
             const float *cb = act && act->cbias ? act->cbias + pa[q].j0 : NULL;
             if (pa[q].split) {   /* into tiles, the residual's pieces gathered first, y's scattered after */
-                if (rb) split_move(&pa[q], mr, (float *)act->res + (int64_t)i0 * ldy, ldy, rt, 1);
+                if (rb) split_gather(&pa[q], mr, act->res + (int64_t)i0 * ldy, ldy, rt);
                 yb = yt, rb = rb ? rt : NULL, ld = NR;
             }
             switch (mr) {
@@ -395,7 +410,7 @@ AVX2 static __attribute__((noinline)) void rows_avx2(int m, int np, const panel_
             default: break;
             }
             if (act && act->map) map_rows(act->map, mr, nr, yb, ld);
-            if (pa[q].split) split_move(&pa[q], mr, y + (int64_t)i0 * ldy, ldy, yt, 0);
+            if (pa[q].split) split_scatter(&pa[q], mr, yt, y + (int64_t)i0 * ldy, ldy);
         }
         i0 += mr;
     }
