@@ -521,7 +521,7 @@ const conv_case cases[] = {
     {"depthwise 5x5 stride 2, pads 3 and 4, 47 wide, 12 tall", 1, 3, 12, 47, 3, 3, 5, 5, 2, 1, {3, 3, 4, 4}, 1, 1},
     {"depthwise 1x3 stride 2, 16 wide -> 8", 2, 3, 4, 16, 3, 3, 1, 3, 2, 1, {0, 1, 0, 1}, 0, 1},
     /* on AVX2, 8 channels in the lanes (linalg_conv_dwc8.c: maps of up to
-     * 1024 positions at stride 1, 16384 at stride 2): blocks of 8 channels,
+     * 4096 positions at stride 1, 16384 at stride 2): blocks of 8 channels,
      * the rest a plane at a time (dw8); at stride 1 and 3 wide the inside
      * columns eight at a time, then four, then (and the others) one at a
      * time over their own kernel columns */
@@ -544,9 +544,9 @@ const conv_case cases[] = {
     {"dwc8: 1x3 on 5x37, 8 channels, no vertical padding", 1, 8, 5, 37, 8, 8, 1, 3, 1, 1, {0, 1, 0, 1}, 1, 0},
     {"dwc8: 3x7 stride 2, 7x45, 10 channels, pads 1 and 3", 1, 10, 7, 45, 10, 10, 3, 7, 2, 1, {1, 3, 1, 3}, 1, 1},
     {"dwc8: 2x4 stride 2, even kernel width, 8 channels", 1, 8, 6, 19, 8, 8, 2, 4, 2, 1, {0, 1, 1, 2}, 0, 1},
-    {"dwc8: 3x3 on 32x32, 8 channels: the largest stride-1 map it takes", 1, 8, 32, 32, 8, 8, 3, 3, 1, 1,
+    {"dwc8: 3x3 on 64x64, 8 channels: the largest stride-1 map it takes", 1, 8, 64, 64, 8, 8, 3, 3, 1, 1,
      {1, 1, 1, 1}, 1, 0},
-    {"dwc8: 3x3 on 33x32, 8 channels: past it, the planes", 1, 8, 33, 32, 8, 8, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1},
+    {"dwc8: 3x3 on 65x64, 8 channels: past it, the planes", 1, 8, 65, 64, 8, 8, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1},
     {"dwc8: 3x3 with pads 3 on 5x6, 8 channels: border outputs with no tap inside (the bias alone)", 2, 8, 5, 6, 8, 8,
      3, 3, 1, 1, {3, 3, 3, 3}, 1, 1},
     /* 1x1 on maps of 256-1024 positions on AVX-512 (linalg_conv_pwseg.c):

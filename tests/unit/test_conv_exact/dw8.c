@@ -132,18 +132,18 @@ void conv_dw8_without_memory_leaves_y(void **state)
 
 /* Which depthwise Convs the channels-in-lanes kernel takes
  * (linalg_conv_dwc8.c, bf__dwc8_want): AVX2 only, 2-D, input maps of at
- * most 1024 positions at stride 1 and 16384 past it, outputs of at most
+ * most 4096 positions at stride 1 and 16384 past it, outputs of at most
  * 16384, any padding and dilation. */
 void conv_dwc8_takes_its_shapes(void **state)
 {
     (void)state;
 #if defined(__x86_64__) && defined(__GNUC__)
-    bf__conv_params cp = {.w = win(32, 32, 3, 3, 1, 1, 1, 1, 1, 1)};
+    bf__conv_params cp = {.w = win(64, 64, 3, 3, 1, 1, 1, 1, 1, 1)};
     cp.n = 1, cp.c = cp.m = cp.group = 8, cp.cg = cp.mg = 1, cp.kc = 9;
     cp.path = BF__CONV_DEPTHWISE, cp.simd = BF_SGEMM_AVX2;
-    cp.isp = 1024, cp.osp = 1024;
+    cp.isp = 4096, cp.osp = 4096;
     assert_true(bf__dwc8_want(&cp));
-    cp.w = win(33, 32, 3, 3, 1, 1, 1, 1, 1, 1), cp.isp = cp.osp = 1056;   /* past 1024 at stride 1 */
+    cp.w = win(65, 64, 3, 3, 1, 1, 1, 1, 1, 1), cp.isp = cp.osp = 4160;   /* past 4096 at stride 1 */
     assert_false(bf__dwc8_want(&cp));
     cp.w = win(128, 128, 3, 3, 2, 1, 1, 1, 1, 1), cp.isp = 16384, cp.osp = 64 * 64;
     assert_true(bf__dwc8_want(&cp));

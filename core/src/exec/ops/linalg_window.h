@@ -293,13 +293,17 @@ int bf__dw8_ok(const bf__window *w);
  * lanes, for input maps of at most BF__DWC8_MAXPOS1 positions at stride 1
  * and BF__DWC8_MAXPOS at larger strides (outputs of at most
  * BF__DWC8_MAXPOS: its buffer 8 planes of each; where it measured faster than
- * linalg_conv_dw8.c's planes: docs/perf/mobilenet/h44.md, h44-dwc8; any
+ * linalg_conv_dw8.c's planes: docs/perf/mobilenet/h44.md, h44-dwc8, and
+ * h46.md, h46-dwc56; any
  * dilation and padding; kernels up to BF__DW_MAXKH x BF__DW_MAXKW): channels
  * [g0, g0 + 8 b) of every image, b the most whole blocks of 8 in [g0, g1),
  * the activation before the store, the bits of dw2d_impl. Returns where the
  * channels it left start (g0 when it ran none: not its shape, fewer than 8
  * channels, or out of memory; y untouched there). */
-#define BF__DWC8_MAXPOS1 1024  /* 32x32: 28x28 measured level, 112x112 slower */
+/* 64x64: 28x28 measured level at first (h44-dwc8); with the inside columns
+ * eight at a time, 56x56 6-9% faster than the planes and 112x112 13%
+ * slower in the pass (docs/perf/mobilenet/h46.md, h46-dwc56) */
+#define BF__DWC8_MAXPOS1 4096
 #define BF__DWC8_MAXPOS 16384  /* 128x128: 112x112 -> 56x56 measured faster */
 int bf__dwc8_want(const bf__conv_params *cp);
 int64_t bf__dwc8_run(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
