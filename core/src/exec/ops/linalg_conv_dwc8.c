@@ -34,6 +34,12 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 
 #define AVX2 __attribute__((target("avx2")))
+/* Inside outputs a step at stride 1 (dwc8_3s1): eight chains keep Zen 2's
+ * two add pipes busy where four left them a third idle, each add waiting 3
+ * cycles on its chain's last; mobilenet_v2's 28x28, 14x14 and 7x7 maps ran
+ * 8-13% faster, six and twelve between (docs/perf/mobilenet/h46.md,
+ * h46-dwc8). Not at stride 2: eight or six there measured level or slower,
+ * and in one function with stride 1 it slowed stride 2 by 3-6%. */
 #ifndef DWC8_NB
 #define DWC8_NB 8
 #endif
@@ -89,10 +95,10 @@ AVX2 static inline __m256 dwc8_act(__m256 v, const bf__act *act)
 /* The outputs of one block of 8 channels, t: its input positions' vectors,
  * w: its taps' vectors, o: its output positions' vectors. Per output row the
  * kernel rows inside the input are one range; the columns whose every tap
- * lies inside ([c0, c1)) run four outputs at a time (four independent
- * chains: one left the adder waiting on its latency), the others one at a
- * time over their own range of kernel columns. KW a constant where inlined
- * (3x3). */
+ * lies inside ([c0, c1)) run NB outputs at a time where NB is DWC8_NB (at
+ * stride 1: dwc8_3s1), then four (independent chains: one left the adder
+ * waiting on its latency), the others one at a time over their own range of
+ * kernel columns. KW and NB constants where inlined (3x3). */
 AVX2 static inline __attribute__((always_inline)) void dwc8_body(int64_t KW, int NB, const bf__window *g, const float *t,
                                                                  const __m256 *w, __m256 bias, const bf__act *act,
                                                                  float *o, const dwc8_ranges *rg)
@@ -108,8 +114,8 @@ AVX2 static inline __attribute__((always_inline)) void dwc8_body(int64_t KW, int
         int64_t ow = 0;
         while (ow < OW) {
             /* at stride 1 eight at a time first (DWC8_NB), then four */
-            if (NB && ow >= rg->c0 && ow + NB <= rg->c1) {
-                DWC8_INSIDE(NB > 0 ? NB : 1);
+            if (NB && ow >= rg->c0 && ow + NB <= rg->c1) {   /* NB is 0 or DWC8_NB */
+                DWC8_INSIDE(DWC8_NB);
                 continue;
             }
             if (ow >= rg->c0 && ow + 4 <= rg->c1) {
