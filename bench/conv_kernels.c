@@ -258,12 +258,12 @@ static void fuse_pairs(void)
                         bf__conv_direct(&dw, e, wt, b2, &act, y0, -1, NULL);
                     } else {
                         int bl = blks[v - 1];
-                        bf__conv_params db = dw;
+                        bf__conv_params db = dw, pw = {.simd = dw.simd, .kc = k, .osp = n};   /* the 1x1's rule */
                         for (int i = 0; i < NI; i++)
                             for (int c0 = 0; c0 < m; c0 += bl) {
                                 int cb = m - c0 < bl ? m - c0 : bl;
                                 const float *xi = x + (int64_t)i * k * n;
-                                if (dw.simd >= BF_SGEMM_AVX512 && cb >= BF__PW_MMIN && cb <= BF__PW_MMAX && n >= BF__PW_NMIN)
+                                if (bf__conv_pw_inplace_ok(&pw, cb))
                                     bf__conv_pw_inplace(cb, n, k, a + (int64_t)c0 * k, k, xi, n, b1 + c0, &act, eb, n);
                                 else
                                     bf__sgemm_bias(dw.simd, cb, n, k, a + (int64_t)c0 * k, k, xi, n, b1 + c0, &act, eb, n);

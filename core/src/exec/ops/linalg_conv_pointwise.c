@@ -287,7 +287,7 @@ int bf__conv_pw_batched(const bf__conv_params *cp, const float *x, const float *
     int64_t imgs = bf__conv_pw_images(cp);
     if (imgs <= 1 || !bias || !scratch || cp->scratch_floats < bf__conv_pw_floats(cp)) return 0;
     float *tmp = scratch;
-    int kc = (int)cp->kc, mg = (int)cp->mg;
+    int kc = (int)cp->kc, mg = (int)cp->mg, planes = 1;   /* 0 once the planes' product refused (AVX-512) */
     for (int64_t n = 0; n < cp->n; n += imgs)
         for (int64_t g = 0; g < cp->group; g++) {
             int64_t ni = cp->n - n < imgs ? cp->n - n : imgs, ldt = ni * cp->osp;
@@ -299,10 +299,11 @@ int bf__conv_pw_batched(const bf__conv_params *cp, const float *x, const float *
              * pass at batch 4 (docs/perf/mobilenet/h46.md, h46-planes) */
             bf__act ka;
             if (act && act->res) ka = *act, ka.res = act->res + yoff;
-            if (bf__sgemm_packed_planes(cp->simd, mg, (int)ldt, kc, wt + g * cp->mg * cp->kc, kc, pw_pack_avx2, &pk,
-                                        bias + g * cp->mg, act && act->res ? &ka : act, y + yoff, (int)cp->osp,
-                                        cp->osp, (cp->m - 1) * cp->osp))
+            if (planes && bf__sgemm_packed_planes(cp->simd, mg, (int)ldt, kc, wt + g * cp->mg * cp->kc, kc,
+                                                  pw_pack_avx2, &pk, bias + g * cp->mg, act && act->res ? &ka : act,
+                                                  y + yoff, (int)cp->osp, cp->osp, (cp->m - 1) * cp->osp))
                 continue;
+            planes = 0;
             /* the residual is laid out as y, not as the product: after it */
             const bf__act *kact = act && act->res ? NULL : act;
             /* 0 never past the first call (the level and K are checked); the

@@ -265,12 +265,19 @@ typedef struct panel_at {
     const float *pan;
     int64_t ps;
     int masked, nr, j0;
-    /* where its columns go in y (bf__gemm_b's yseg, yjump): column c at
-     * c + (c / seg) * jump of its row; yoff that of j0, split when the
-     * panel's columns reach past j0's segment (seg 0: at c, none split) */
+    /* where its columns go in y (ycols): column c at c + (c / seg) *
+     * jump of its row; yoff that of j0, split when the panel's columns
+     * reach past j0's segment (seg 0: at c, none split) */
     int64_t seg, jump, yoff;
     int split;
 } panel_at;
+
+/* y's columns in segments (bf__sgemm_packed_planes): column c of a row at
+ * c + (c / seg) * jump. Not op(B)'s business, so not in bf__gemm_b: the
+ * panels are marked with it once made (sgemm_panels). */
+typedef struct ycols {
+    int64_t seg, jump;
+} ycols;
 
 /* Where column c of a split panel's row goes (its offset from the row's
  * start in y), and in *end the end of c's piece: its segment's or the
@@ -558,8 +565,7 @@ AVX2 static panel_at panel_of(const bf__gemm_b *src, int m, int j0, int nr, int 
     int mrmax = MR;
     const float *b = src->b;
     int ldb = src->ldb;
-    panel_at pa = {panel, NR, 0, nr, j0, src->yseg, src->yjump, 0, 0};
-    if (src->yseg) pa.yoff = j0 / src->yseg * src->yjump, pa.split = j0 / src->yseg != (j0 + nr - 1) / src->yseg;
+    panel_at pa = {panel, NR, 0, nr, j0, 0, 0, 0, 0};
     if (src->packed) {   /* packed whole beforehand (pack_whole) */
         pa.pan = src->packed + (int64_t)(j0 / NR) * k * NR;
     } else if (src->pack) {
@@ -640,7 +646,8 @@ AVX2 static void pack_whole(const bf__gemm_b *src, int m, int n, int k, float *w
  * row of A. */
 AVX2 static void sgemm_panels(const bf__gemm_b *src, int m, int n, int k, float alpha, const float *a,
                               int lda, int accumulate, const float *bias, const bf__act *act, float *y, int ldy,
-                              const float *crow, float *panel, int group, int wide)
+                              const float *crow, float *panel, int group, int wide,
+                              const ycols *yc)
 {
     panel_at pa[PGROUP];
     for (int g0 = 0; g0 < n; g0 += group * NR) {
@@ -648,6 +655,10 @@ AVX2 static void sgemm_panels(const bf__gemm_b *src, int m, int n, int k, float 
         for (int j0 = g0; j0 < n && j0 < g0 + group * NR; j0 += NR, np++) {
             int nr = n - j0 < NR ? n - j0 : NR;
             pa[np] = panel_of(src, m, j0, nr, k, panel + (int64_t)np * k * NR, wide);
+            if (yc) {
+                pa[np].seg = yc->seg, pa[np].jump = yc->jump, pa[np].yoff = j0 / yc->seg * yc->jump;
+                pa[np].split = j0 / yc->seg != (j0 + nr - 1) / yc->seg;
+            }
         }
         if (wide) rows_avx512(m, np, pa, k, a, lda, alpha, accumulate, bias, act, y, ldy, crow);
         else rows_avx2(m, np, pa, k, a, lda, alpha, accumulate, bias, act, y, ldy, crow);
@@ -694,7 +705,7 @@ static int packs_b(int m, int k, int trans_b, int ldb)
 
 static int sgemm_at(int level, int trans_a, const bf__gemm_b *src, int m, int n, int k, float alpha, const float *a,
                     int lda, int accumulate, const float *bias, const bf__act *act, float *y, int ldy, float *work,
-                    const float *crow)
+                    const float *crow, const ycols *yc)
 {
     if (m <= 0 || n <= 0) return 1;
     int best = bf__simd_cpu();
@@ -713,7 +724,7 @@ static int sgemm_at(int level, int trans_a, const bf__gemm_b *src, int m, int n,
     }
     /* the AVX-512 block takes two panels at once: twice the panel memory */
     int wide = level >= BF_SGEMM_AVX512, per = wide ? 2 : 1;
-    if (wide && src->yseg) return 0;   /* the AVX-512 block's panel pairs store y's columns as one run */
+    if (wide && yc) return 0;   /* the AVX-512 block's panel pairs store y's columns as one run */
     _Alignas(64) float stack[2 * NR * KSTACK];
     /* (packed whole: the panels are in work, the stack's go unused) */
     float *panel = k <= KSTACK || src->packed ? stack : bf__malloc(sizeof(float) * (size_t)k * NR * (size_t)per);
@@ -724,12 +735,12 @@ static int sgemm_at(int level, int trans_a, const bf__gemm_b *src, int m, int n,
      * L1 between panels (AVX2; the AVX-512 block always takes a pair) */
     int group = k <= KDIRECT ? (k > 0 ? per * KSTACK / k : PGROUP) : per;
     sgemm_panels(src, m, n, k, alpha, a, lda, accumulate, bias, act, y, ldy, crow, panel,
-                 group > PGROUP ? PGROUP : group, wide);
+                 group > PGROUP ? PGROUP : group, wide, yc);
     if (panel != stack) bf__free(panel);
     return 1;
 #else
     (void)trans_a, (void)src, (void)k, (void)alpha, (void)a, (void)lda, (void)accumulate, (void)bias, (void)act,
-        (void)y, (void)ldy, (void)work, (void)crow;
+        (void)y, (void)ldy, (void)work, (void)crow, (void)yc;
     return 0;
 #endif
 }
@@ -738,7 +749,7 @@ void bf__sgemm_level(int level, int trans_a, int trans_b, int m, int n, int k, f
                      const float *b, int ldb, int accumulate, float *y, int ldy)
 {
     bf__gemm_b src = {.b = b, .ldb = ldb, .trans = trans_b};
-    if (!sgemm_at(level, trans_a, &src, m, n, k, alpha, a, lda, accumulate, NULL, NULL, y, ldy, NULL, NULL))
+    if (!sgemm_at(level, trans_a, &src, m, n, k, alpha, a, lda, accumulate, NULL, NULL, y, ldy, NULL, NULL, NULL))
         bf__sgemm_ref(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, accumulate, y, ldy);
 }
 
@@ -774,7 +785,7 @@ void bf__sgemm_prepacked(int level, int trans_b, int m, int n, int k, float alph
 {
     bf__gemm_b src = {.b = b, .ldb = ldb, .trans = trans_b, .packed = packed};
     if (crow && !accumulate) crow = NULL;
-    if (sgemm_at(level, 0, &src, m, n, k, alpha, a, lda, accumulate, NULL, act, y, ldy, work, crow)) return;
+    if (sgemm_at(level, 0, &src, m, n, k, alpha, a, lda, accumulate, NULL, act, y, ldy, work, crow, NULL)) return;
     for (int i = 0; crow && i < m; i++) memcpy(y + (int64_t)i * ldy, crow, sizeof(float) * (size_t)n);
     bf__sgemm_ref(0, trans_b, m, n, k, alpha, a, lda, b, ldb, accumulate, y, ldy);
     for (int i = 0; act && i < m; i++) {   /* the blocks' epilogue in their order, after the accumulate */
@@ -797,7 +808,7 @@ void bf__sgemm_bias(int level, int m, int n, int k, const float *a, int lda, con
                     const float *bias, const bf__act *act, float *y, int ldy)
 {
     bf__gemm_b src = {.b = b, .ldb = ldb};
-    if (sgemm_at(level, 0, &src, m, n, k, 1.0f, a, lda, 0, bias, act, y, ldy, NULL, NULL)) return;
+    if (sgemm_at(level, 0, &src, m, n, k, 1.0f, a, lda, 0, bias, act, y, ldy, NULL, NULL, NULL)) return;
     bf__sgemm_ref(0, 0, m, n, k, 1.0f, a, lda, b, ldb, 0, y, ldy);
     for (int i = 0; i < m; i++) {
         float *yr = y + (int64_t)i * ldy;
@@ -813,7 +824,7 @@ void bf__sgemm_colepi(int level, int m, int n, int k, const float *a, int lda, c
                       const bf__act *act, float *y, int ldy, float *work, const float *packed)
 {
     bf__gemm_b src = {.b = b, .ldb = ldb, .packed = packed};
-    if (sgemm_at(level, 0, &src, m, n, k, 1.0f, a, lda, 0, NULL, act, y, ldy, work, NULL)) return;
+    if (sgemm_at(level, 0, &src, m, n, k, 1.0f, a, lda, 0, NULL, act, y, ldy, work, NULL, NULL)) return;
     /* the reference: the steps' own operations, one pass each, in order */
     bf__sgemm_ref(0, 0, m, n, k, 1.0f, a, lda, b, ldb, 0, y, ldy);
     for (int i = 0; i < m; i++) {
@@ -830,13 +841,14 @@ int bf__sgemm_packed(int level, int m, int n, int k, const float *a, int lda, bf
                      const float *bias, const bf__act *act, float *y, int ldy)
 {
     bf__gemm_b src = {.pack = pack, .ctx = ctx};
-    return sgemm_at(level, 0, &src, m, n, k, 1.0f, a, lda, 0, bias, act, y, ldy, NULL, NULL);
+    return sgemm_at(level, 0, &src, m, n, k, 1.0f, a, lda, 0, bias, act, y, ldy, NULL, NULL, NULL);
 }
 
 int bf__sgemm_packed_planes(int level, int m, int n, int k, const float *a, int lda, bf__pack_fn pack, const void *ctx,
                             const float *bias, const bf__act *act, float *y, int ldy, int64_t seg, int64_t jump)
 {
     if (seg < 1 || jump < 0) return 0;
-    bf__gemm_b src = {.pack = pack, .ctx = ctx, .yseg = seg, .yjump = jump};
-    return sgemm_at(level, 0, &src, m, n, k, 1.0f, a, lda, 0, bias, act, y, ldy, NULL, NULL);
+    bf__gemm_b src = {.pack = pack, .ctx = ctx};
+    const ycols yc = {seg, jump};
+    return sgemm_at(level, 0, &src, m, n, k, 1.0f, a, lda, 0, bias, act, y, ldy, NULL, NULL, &yc);
 }

@@ -136,7 +136,6 @@ typedef struct bf__gemm_b {
     bf__pack_fn pack;
     const void *ctx;
     const float *packed;    /* set: op(B) packed whole, panel q at packed + q * k * 16 (sgemm.c) */
-    int64_t yseg, yjump;    /* yseg > 0: y's column c at c + (c / yseg) * yjump (bf__sgemm_packed_planes) */
 } bf__gemm_b;
 
 /* Y = A B with bias[i] added to row i while the block is in registers:
