@@ -124,8 +124,8 @@ BF__AVX2 static void softmax_row_body_avx2(float *y, const float *x, int64_t n) 
  * inlined): one vector's steps are a chain of ~20 dependent operations,
  * and with two rows' vectors one after the other the FP scheduler filled
  * with the waiting ones; four vectors interleaved took the Softmax of
- * ViT-S/16's attention rows (197) from 1.17 to 0.98 ns an element on a
- * Zen 2 core, six 0.96 (docs/perf/vit.md, h47-sm). */
+ * ViT-S/16's attention rows (197) from 1.17 to 0.96 ns an element on a
+ * Zen 2 core, and six were within 2% of four (docs/perf/vit.md, h47-sm). */
 #define EXP8_MAX 4
 BF__AVX2 BF__ALWAYS_INLINE void exp8_n(__m256 *xv, const int cnt)
 {
