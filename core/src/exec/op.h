@@ -167,6 +167,17 @@ static inline float bf__act_apply(const bf__act *a, float v)
     return v > a->hi ? a->hi : v;
 }
 
+/* act for the part of y that starts off floats on: with a residual, a copy
+ * in *tmp whose res starts there too (res is laid out as y); act itself
+ * (NULL included) otherwise */
+static inline const bf__act *bf__act_res_at(const bf__act *act, int64_t off, bf__act *tmp)
+{
+    if (!act || !act->res) return act;
+    *tmp = *act;
+    tmp->res = act->res + off;
+    return tmp;
+}
+
 /* A Conv's partial sums kept across K (docs/ENGINE.md, "The partial-sum
  * resume"): linalg_conv_bcast.c carries each output's sums across K in
  * chunks of whole 16-channel blocks (bf__conv_krow orders k by block

@@ -825,14 +825,12 @@ void bf__conv_direct(const bf__conv_params *cp, const float *x, const float *wt,
             if (nj == 0) continue;
             if (kc > 0 && bias) {
                 bf__act ka;
-                if (act && act->res) ka = *act, ka.res = act->res + (yg - y);   /* laid out as y */
+                const bf__act *kact = bf__act_res_at(act, yg - y, &ka);
                 if (bf__conv_pw_inplace_ok(cp, nj)) {   /* few rows over a large map: B in place */
-                    bf__conv_pw_inplace((int)nj, osp, kc, wg, kc, xg, osp, bias + g * cp->mg + j0,
-                                        act && act->res ? &ka : act, yg, osp);
+                    bf__conv_pw_inplace((int)nj, osp, kc, wg, kc, xg, osp, bias + g * cp->mg + j0, kact, yg, osp);
                     continue;
                 }
-                bf__sgemm_bias(cp->simd, (int)nj, osp, kc, wg, kc, xg, osp, bias + g * cp->mg + j0,
-                               act && act->res ? &ka : act, yg, osp);
+                bf__sgemm_bias(cp->simd, (int)nj, osp, kc, wg, kc, xg, osp, bias + g * cp->mg + j0, kact, yg, osp);
                 continue;
             }
             if (kc == 0) memset(yg, 0, sizeof(float) * (size_t)(nj * cp->osp));

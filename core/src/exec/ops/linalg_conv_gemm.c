@@ -562,23 +562,6 @@ void bf__conv_fill_planes(const bf__conv_params *cp, const float *xg, int64_t ni
 #endif
 }
 
-/* The product of one image (nb = 1) written straight into y, the bias
- * added in the kernel's epilogue: y = s + bias, the old scatter's
- * expression (+ 0 without a bias, as there, which turns a -0 sum into
- * +0). Panels from the padded planes where the shape allows, from the
- * column matrix otherwise. 0 when bf__sgemm has no kernel for it: the
- * caller then runs conv_im2col, which gives the same bits (with act->res
- * set, y is then to be computed again bare and the Add done after it).
- * act->res (op.h): a residual Add, laid out as y, added in the kernel's
- * epilogue after the bias (a plane at a time, in cache, where several
- * images share a product), before the activation. */
-static bf__act act_at(const bf__act *act, int64_t off)
-{
-    bf__act a = *act;
-    a.res = act->res + off;   /* the residual's part laid out as y + off */
-    return a;
-}
-
 size_t bf__conv_reorder_floats(const bf__conv_params *cp)
 {
     return cp->path == BF__CONV_IM2COL && cp->simd == BF_SGEMM_AVX2 && cp->ksp > 1 && !cp->bcast && !cp->stem
@@ -593,6 +576,16 @@ int bf__conv_reorder(const bf__conv_params *cp, const float *wt, float *out)
     return 1;
 }
 
+/* The product of one image (nb = 1) written straight into y, the bias
+ * added in the kernel's epilogue: y = s + bias, the old scatter's
+ * expression (+ 0 without a bias, as there, which turns a -0 sum into
+ * +0). Panels from the padded planes where the shape allows, from the
+ * column matrix otherwise. 0 when bf__sgemm has no kernel for it: the
+ * caller then runs conv_im2col, which gives the same bits (with act->res
+ * set, y is then to be computed again bare and the Add done after it).
+ * act->res (op.h): a residual Add, laid out as y, added in the kernel's
+ * epilogue after the bias (a plane at a time, in cache, where several
+ * images share a product), before the activation. */
 int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
                     const bf__act *act, float *y, void *scratch, int64_t ch, bf__psum *ps)
 {
@@ -667,8 +660,8 @@ int bf__conv_packed_wpk(const bf__conv_params *cp, const float *x, const float *
             const float *a = wa + (g * cp->mg + j0) * cp->kc, *bv = bias ? bias + g * cp->mg + j0 : zeros;
             int64_t yoff = (n * cp->m + g * cp->mg + j0) * cp->osp;
             float *yg = y + yoff;
-            bf__act ka = act && act->res ? act_at(act, yoff) : (bf__act){0};
-            const bf__act *kact = act && act->res ? &ka : act;
+            bf__act ka;
+            const bf__act *kact = bf__act_res_at(act, yoff, &ka);
             if (!padded) {
                 im2col(cp, xg, buf, 0, osp);
                 bf__sgemm_bias(cp->simd, (int)nj, osp, kc, a, kc, buf, osp, bv, kact, yg, osp);

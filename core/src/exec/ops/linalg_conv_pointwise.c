@@ -298,9 +298,8 @@ int bf__conv_pw_batched(const bf__conv_params *cp, const float *x, const float *
              * residual): the copy out below measured 2.5% of mobilenet_v2's
              * pass at batch 4 (docs/perf/mobilenet/h46.md, h46-planes) */
             bf__act ka;
-            if (act && act->res) ka = *act, ka.res = act->res + yoff;
             if (planes && bf__sgemm_packed_planes(cp->simd, mg, (int)ldt, kc, wt + g * cp->mg * cp->kc, kc,
-                                                  pw_pack_avx2, &pk, bias + g * cp->mg, act && act->res ? &ka : act,
+                                                  pw_pack_avx2, &pk, bias + g * cp->mg, bf__act_res_at(act, yoff, &ka),
                                                   y + yoff, (int)cp->osp, cp->osp, (cp->m - 1) * cp->osp))
                 continue;
             planes = 0;
