@@ -396,8 +396,9 @@ static void suggest_batch(const bf_model *m, const bf_dataset *ds, const bf_camp
         if (bf_campaign_estimate(m, ds, &s, eo, &jb, &err) != BF_OK) return;
         if (jb.total_bytes <= (uint64_t)limit) {
             char need[32];
-            fprintf(stderr, "bitflip run: with \"batch\": %lld in the spec the campaign needs %s and fits (a trial's cost "
-                            "does not depend on the batch much; see docs/ENGINE.md)\n",
+            fprintf(stderr, "bitflip run: with \"batch\": %lld in the spec the campaign needs %s and fits (the records "
+                            "are the same at any batch, unless the model normalises with batch statistics; a smaller "
+                            "one is often faster: docs/CAMPAIGNS.md, batch)\n",
                     (long long)try_b, bf_bytes_str(jb.total_bytes, need, sizeof need));
             return;
         }
