@@ -135,13 +135,13 @@ static void im2col(const bf__conv_params *cp, const float *restrict x, float *re
  * same places as the scalar loop, so the same bits. 0: not taken (no
  * AVX-512, or ksp * 16 past the gather's 32-bit indices). */
 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl"))) static int
-reorder_blocks16(const bf__conv_params *cp, const float *restrict wt, float *restrict wr)
+reorder_blocks16(const bf__conv_params *cp, const float *restrict wt, float *restrict wr, int64_t r0, int64_t r1)
 {
     int64_t full = cp->cg / BF__CONV_CBLOCK * BF__CONV_CBLOCK;
     if (cp->simd < BF_SGEMM_AVX512 || cp->ksp > (1 << 20) || full == 0) return 0;
     const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                            _mm512_set1_epi32((int)cp->ksp));
-    for (int64_t j = 0; j < cp->m; j++) {
+    for (int64_t j = r0; j < r1; j++) {
         const float *src = wt + j * cp->kc;
         float *dst = wr + j * cp->kc;
         for (int64_t base = 0; base < full; base += BF__CONV_CBLOCK) {
@@ -163,16 +163,22 @@ reorder_blocks16(const bf__conv_params *cp, const float *restrict wt, float *res
 }
 #endif
 
-static void reorder_weights(const bf__conv_params *cp, const float *restrict wt, float *restrict wr)
+/* rows r0 .. r1 of W (output channels; the others are not read): a call
+ * for one channel (the differential engine's) reordered all of a faulted
+ * W, 9.4 MB for one of layer4's 512 channels, at every batch of a trial
+ * (0.75% of resnet18's campaign at batch 4; docs/perf/trials/resnet18.md,
+ * h48-rows) */
+static void reorder_weights(const bf__conv_params *cp, const float *restrict wt, float *restrict wr, int64_t r0,
+                            int64_t r1)
 {
     if (cp->ksp == 1) {   /* one tap: K is the channels in order, W as stored */
-        memcpy(wr, wt, sizeof(float) * (size_t)(cp->m * cp->kc));
+        memcpy(wr + r0 * cp->kc, wt + r0 * cp->kc, sizeof(float) * (size_t)((r1 - r0) * cp->kc));
         return;
     }
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (reorder_blocks16(cp, wt, wr)) return;
+    if (reorder_blocks16(cp, wt, wr, r0, r1)) return;
 #endif
-    for (int64_t j = 0; j < cp->m; j++) {
+    for (int64_t j = r0; j < r1; j++) {
         const float *src = wt + j * cp->kc;
         float *dst = wr + j * cp->kc;
         for (int64_t base = 0; base < cp->cg; base += BF__CONV_CBLOCK) {
@@ -193,7 +199,7 @@ void bf__conv_im2col(const bf__conv_params *cp, const float *x, const float *wt,
 {
     float *wr = scratch, *cols = wr + cp->off_cols, *tmp = wr + cp->off_tmp;
     int kc = (int)cp->kc;
-    reorder_weights(cp, wt, wr);
+    reorder_weights(cp, wt, wr, ch < 0 ? 0 : ch, ch < 0 ? cp->m : ch + 1);
     int64_t g0 = ch < 0 ? 0 : ch / cp->mg, g1 = ch < 0 ? cp->group : g0 + 1;
     int64_t j0 = ch < 0 ? 0 : ch % cp->mg, nj = ch < 0 ? cp->mg : 1;
     for (int64_t n0 = 0; n0 < cp->n; n0 += cp->nb) {
@@ -572,7 +578,7 @@ size_t bf__conv_reorder_floats(const bf__conv_params *cp)
 int bf__conv_reorder(const bf__conv_params *cp, const float *wt, float *out)
 {
     if (!bf__conv_reorder_floats(cp)) return 0;
-    reorder_weights(cp, wt, out);
+    reorder_weights(cp, wt, out, 0, cp->m);
     return 1;
 }
 
@@ -644,7 +650,8 @@ int bf__conv_packed_wpk(const bf__conv_params *cp, const float *x, const float *
     if (bcast) direct = 0, zeros = tmp + bfl;
     if (stem) zeros = tmp + sfl;
     if (direct) zeros = bf__conv_planes_zeros(cp, buf);
-    if (!bcast && !stem && wa == wr) reorder_weights(cp, wt, wr);   /* bf__conv_bcast packs W as it goes */
+    if (!bcast && !stem && wa == wr)   /* bf__conv_bcast packs W as it goes */
+        reorder_weights(cp, wt, wr, ch < 0 ? 0 : ch, ch < 0 ? cp->m : ch + 1);
     if (!bias) memset(zeros, 0, sizeof(float) * (size_t)cp->mg);
     /* the planes written whole per image where conv_fill_planes can, else
      * zeroed here once and their insides copied (imgs never exceeds the
