@@ -59,9 +59,10 @@ PLAN = {
     # (none of these normalises with batch statistics); its speed is not: a trial re-runs whole
     # batches from its fault on, and at 4 images a batch's activations of the layers most faults
     # land in stay in L2. resnet18's trials ran 11% faster at 4 than at 32 and mobilenet_v2's 2-4%
-    # faster than at 8, on the Zen 2 host (docs/perf/trials/resnet18.md, h48-batch); 4 is also the
-    # batch PyTorch's loop takes (its best, below). At 32 mobilenet_v2 and ViT-S/16 would need more
-    # than the default 4 GiB job memory (a campaign keeps every activation of a batch).
+    # faster than at 8, on the Zen 2 host (docs/perf/trials/resnet18.md, h48-batch), as PyTorch's
+    # loop runs at its own best batch (4 or the model's, below). At 32 mobilenet_v2 and ViT-S/16
+    # would need more than the default 4 GiB job memory (a campaign keeps every activation of a
+    # batch).
     "resnet18": dict(samples=64, batch=32, campaign_batch=4, repeat=(3, 1), trials=(40, 10),
                      what="torchvision resnet18(weights=None), 3x224x224, 11.7M params"),
     "mobilenet_v2": dict(samples=64, batch=32, campaign_batch=4, repeat=(3, 1), trials=(40, 10),
