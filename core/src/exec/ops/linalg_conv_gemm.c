@@ -163,14 +163,14 @@ reorder_blocks16(const bf__conv_params *cp, const float *restrict wt, float *res
 }
 #endif
 
-/* rows r0 .. r1 of W (output channels; the others are not read): a call
- * for one channel (the differential engine's) reordered all of a faulted
- * W, 9.4 MB for one of layer4's 512 channels, at every batch of a trial
- * (0.75% of resnet18's campaign at batch 4; docs/perf/trials/resnet18.md,
- * h48-rows) */
-static void reorder_weights(const bf__conv_params *cp, const float *restrict wt, float *restrict wr, int64_t r0,
-                            int64_t r1)
+/* output channel ch's row of W, or every row for ch < 0 (the callers' own
+ * convention; a one-channel call reads no other row): a call for one
+ * channel (the differential engine's) reordered all of a faulted W, 9.4 MB
+ * for one of layer4's 512 channels, at every batch of a trial (0.75% of
+ * resnet18's campaign at batch 4; docs/perf/trials/resnet18.md, h48-rows) */
+static void reorder_weights(const bf__conv_params *cp, const float *restrict wt, float *restrict wr, int64_t ch)
 {
+    const int64_t r0 = ch < 0 ? 0 : ch, r1 = ch < 0 ? cp->m : ch + 1;
     if (cp->ksp == 1) {   /* one tap: K is the channels in order, W as stored */
         memcpy(wr + r0 * cp->kc, wt + r0 * cp->kc, sizeof(float) * (size_t)((r1 - r0) * cp->kc));
         return;
@@ -199,7 +199,7 @@ void bf__conv_im2col(const bf__conv_params *cp, const float *x, const float *wt,
 {
     float *wr = scratch, *cols = wr + cp->off_cols, *tmp = wr + cp->off_tmp;
     int kc = (int)cp->kc;
-    reorder_weights(cp, wt, wr, ch < 0 ? 0 : ch, ch < 0 ? cp->m : ch + 1);
+    reorder_weights(cp, wt, wr, ch);
     int64_t g0 = ch < 0 ? 0 : ch / cp->mg, g1 = ch < 0 ? cp->group : g0 + 1;
     int64_t j0 = ch < 0 ? 0 : ch % cp->mg, nj = ch < 0 ? cp->mg : 1;
     for (int64_t n0 = 0; n0 < cp->n; n0 += cp->nb) {
@@ -578,7 +578,7 @@ size_t bf__conv_reorder_floats(const bf__conv_params *cp)
 int bf__conv_reorder(const bf__conv_params *cp, const float *wt, float *out)
 {
     if (!bf__conv_reorder_floats(cp)) return 0;
-    reorder_weights(cp, wt, out, 0, cp->m);
+    reorder_weights(cp, wt, out, -1);
     return 1;
 }
 
@@ -650,8 +650,7 @@ int bf__conv_packed_wpk(const bf__conv_params *cp, const float *x, const float *
     if (bcast) direct = 0, zeros = tmp + bfl;
     if (stem) zeros = tmp + sfl;
     if (direct) zeros = bf__conv_planes_zeros(cp, buf);
-    if (!bcast && !stem && wa == wr)   /* bf__conv_bcast packs W as it goes */
-        reorder_weights(cp, wt, wr, ch < 0 ? 0 : ch, ch < 0 ? cp->m : ch + 1);
+    if (!bcast && !stem && wa == wr) reorder_weights(cp, wt, wr, ch);   /* bf__conv_bcast packs W as it goes */
     if (!bias) memset(zeros, 0, sizeof(float) * (size_t)cp->mg);
     /* the planes written whole per image where conv_fill_planes can, else
      * zeroed here once and their insides copied (imgs never exceeds the
