@@ -46,6 +46,7 @@ if [[ "$ARGS" == *" --test "* || "$ARGS" == *" --slurm "* ]]; then
 fi
 if [[ "$ARGS" == *" --bench "* ]]; then
   pkgs+=(python3-torch python3-onnx python3-sklearn python3-numpy
+        python3-torchvision   # bench/real_bench.py, zoo_check.py: the torchvision models (make bench-real)
         python3-matplotlib    # the figures of docs/study/stutz.md (make study-stutz)
         libopenblas0-pthread   # the BLAS Debian's PyTorch calls: without it, the reference
                                # libblas3 (7x slower on the digits MLP), an unfair baseline
