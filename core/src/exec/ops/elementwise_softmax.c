@@ -277,27 +277,34 @@ static void softmax_row_avx2(float *y, const float *x, int64_t n)
 }
 /* exp_f32 (fastmath_impl.h) in 16 lanes, its operations one for one in
  * its order (no contraction: separate multiplies and adds), so each lane
- * has its bits; the halving of n rounds toward zero as C's division does. */
-BF__AVX512 static inline __m512 exp16(__m512 x)
+ * has its bits; the halving of n rounds toward zero as C's division does.
+ * On cnt vectors at once (a constant where inlined), each step for all of
+ * them before the next, as exp8_n: one vector's steps are a chain of ~20
+ * dependent operations, and the four rows' exps one after the other (the
+ * scale's branch between them) left the scheduler waiting on each chain.
+ * docs/perf/vit.md, h49-sm16, measures it. */
+#define EXP16_MAX 4
+BF__AVX512 BF__ALWAYS_INLINE void exp16_n(__m512 *xv, const int cnt)
 {
     const __m512 lo = _mm512_set1_ps(-104.0f), hi = _mm512_set1_ps(89.0f), big = _mm512_set1_ps(12582912.0f);
+    __m512 x[EXP16_MAX], t[EXP16_MAX], n[EXP16_MAX], r[EXP16_MAX], p[EXP16_MAX];
+    __m512i ni[EXP16_MAX];
+#define EACH _Pragma("GCC unroll 4") for (int j = 0; j < cnt; j++)
     /* clamp_f32's selects as one instruction each: vmaxps/vminps return
      * the second operand unless the comparison holds, so lo > x ? lo : x
      * and hi < x ? hi : x, a NaN kept, as x < lo and x > hi select */
-    x = _mm512_max_ps(lo, x);
-    x = _mm512_min_ps(hi, x);
-    __m512 t = _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), big);
-    __m512 n = _mm512_sub_ps(t, big);
-    __m512i ni = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_set1_epi32(0x4B400000));
-    __m512 r = _mm512_sub_ps(x, _mm512_mul_ps(n, _mm512_set1_ps(0.693359375f)));
-    r = _mm512_sub_ps(r, _mm512_mul_ps(n, _mm512_set1_ps(-2.12194440e-4f)));
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(p, _mm512_mul_ps(r, r)), r), _mm512_set1_ps(1.0f));
+    EACH x[j] = _mm512_min_ps(hi, _mm512_max_ps(lo, xv[j]));
+    EACH t[j] = _mm512_add_ps(_mm512_mul_ps(x[j], _mm512_set1_ps(1.44269504088896341f)), big);
+    EACH n[j] = _mm512_sub_ps(t[j], big);
+    EACH ni[j] = _mm512_sub_epi32(_mm512_castps_si512(t[j]), _mm512_set1_epi32(0x4B400000));
+    EACH r[j] = _mm512_sub_ps(x[j], _mm512_mul_ps(n[j], _mm512_set1_ps(0.693359375f)));
+    EACH r[j] = _mm512_sub_ps(r[j], _mm512_mul_ps(n[j], _mm512_set1_ps(-2.12194440e-4f)));
+    EACH p[j] = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(1.9875691500e-4f), r[j]), _mm512_set1_ps(1.3981999507e-3f));
+    EACH p[j] = _mm512_add_ps(_mm512_mul_ps(p[j], r[j]), _mm512_set1_ps(8.3334519073e-3f));
+    EACH p[j] = _mm512_add_ps(_mm512_mul_ps(p[j], r[j]), _mm512_set1_ps(4.1665795894e-2f));
+    EACH p[j] = _mm512_add_ps(_mm512_mul_ps(p[j], r[j]), _mm512_set1_ps(1.6666665459e-1f));
+    EACH p[j] = _mm512_add_ps(_mm512_mul_ps(p[j], r[j]), _mm512_set1_ps(5.0000001201e-1f));
+    EACH p[j] = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(p[j], _mm512_mul_ps(r[j], r[j])), r[j]), _mm512_set1_ps(1.0f));
     const __m512i bias = _mm512_set1_epi32(127);
     /* p * 2^n1 * 2^n2 with n1 + n2 = n: p (in [0.7, 1.42]) times 2^n1
      * (n1 in -75 .. 64: normal) is exact, so the product rounds once, at the second
@@ -305,13 +312,25 @@ BF__AVX512 static inline __m512 exp16(__m512 x)
      * -126 .. 127, every lane: a softmax's x - max above -87.3) one multiply
      * by it rounds that same value once: the same bits, 5 of exp16's 35
      * instructions fewer. A NaN lane (n garbage) gives p's NaN either way. */
-    __m512i nb = _mm512_add_epi32(ni, bias);
-    if (!_mm512_cmp_epu32_mask(_mm512_sub_epi32(nb, _mm512_set1_epi32(1)), _mm512_set1_epi32(253), _MM_CMPINT_GT))
-        return _mm512_mul_ps(p, _mm512_castsi512_ps(_mm512_slli_epi32(nb, 23)));
-    __m512i n1 = _mm512_srai_epi32(_mm512_add_epi32(ni, _mm512_srli_epi32(ni, 31)), 1), n2 = _mm512_sub_epi32(ni, n1);
-    __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
-    __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
-    return _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
+    EACH {
+        __m512i nb = _mm512_add_epi32(ni[j], bias);
+        if (!_mm512_cmp_epu32_mask(_mm512_sub_epi32(nb, _mm512_set1_epi32(1)), _mm512_set1_epi32(253), _MM_CMPINT_GT)) {
+            xv[j] = _mm512_mul_ps(p[j], _mm512_castsi512_ps(_mm512_slli_epi32(nb, 23)));
+            continue;
+        }
+        __m512i n1 = _mm512_srai_epi32(_mm512_add_epi32(ni[j], _mm512_srli_epi32(ni[j], 31)), 1);
+        __m512i n2 = _mm512_sub_epi32(ni[j], n1);
+        __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
+        __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
+        xv[j] = _mm512_mul_ps(_mm512_mul_ps(p[j], s1), s2);
+    }
+#undef EACH
+}
+
+BF__AVX512 static inline __m512 exp16(__m512 x)
+{
+    exp16_n(&x, 1);
+    return x;
 }
 
 /* The same row in 16 lanes with the body's bits. The body's max (32 lanes
@@ -382,6 +401,7 @@ BF__AVX512 static void softmax_row_avx512(float *y, const float *x, int64_t n)
  * any row runs each row alone (the NaN-aware body); rows shorter than 16
  * and the last count % 4 rows run alone. */
 #define SOFTMAX_GROUP 4
+static_assert(SOFTMAX_GROUP <= EXP16_MAX, "the exp loop takes one vector of each row at once");
 BF__AVX512 static void softmax_rows4_avx512(float *y, const float *x, int64_t n)
 {
     const float *xr[SOFTMAX_GROUP];
@@ -413,12 +433,18 @@ BF__AVX512 static void softmax_rows4_avx512(float *y, const float *x, int64_t n)
     }
     __m512 vm[SOFTMAX_GROUP];
     _Pragma("GCC unroll 4") for (int r = 0; r < SOFTMAX_GROUP; r++) vm[r] = _mm512_set1_ps(_mm512_reduce_max_ps(mv[r]));
-    for (i = 0; i + 16 <= n; i += 16)
-        _Pragma("GCC unroll 4") for (int r = 0; r < SOFTMAX_GROUP; r++)
-            _mm512_storeu_ps(yr[r] + i, exp16(_mm512_sub_ps(_mm512_loadu_ps(xr[r] + i), vm[r])));
-    if (i < n)
-        _Pragma("GCC unroll 4") for (int r = 0; r < SOFTMAX_GROUP; r++)
-            _mm512_mask_storeu_ps(yr[r] + i, kt, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(kt, xr[r] + i), vm[r])));
+    for (i = 0; i + 16 <= n; i += 16) {   /* the four rows' exps interleaved (exp16_n) */
+        __m512 e[SOFTMAX_GROUP];
+        _Pragma("GCC unroll 4") for (int r = 0; r < SOFTMAX_GROUP; r++) e[r] = _mm512_sub_ps(_mm512_loadu_ps(xr[r] + i), vm[r]);
+        exp16_n(e, SOFTMAX_GROUP);
+        _Pragma("GCC unroll 4") for (int r = 0; r < SOFTMAX_GROUP; r++) _mm512_storeu_ps(yr[r] + i, e[r]);
+    }
+    if (i < n) {
+        __m512 e[SOFTMAX_GROUP];
+        _Pragma("GCC unroll 4") for (int r = 0; r < SOFTMAX_GROUP; r++) e[r] = _mm512_sub_ps(_mm512_maskz_loadu_ps(kt, xr[r] + i), vm[r]);
+        exp16_n(e, SOFTMAX_GROUP);
+        _Pragma("GCC unroll 4") for (int r = 0; r < SOFTMAX_GROUP; r++) _mm512_mask_storeu_ps(yr[r] + i, kt, e[r]);
+    }
     __m512d acc[SOFTMAX_GROUP];
     _Pragma("GCC unroll 4") for (int r = 0; r < SOFTMAX_GROUP; r++) acc[r] = _mm512_setzero_pd();
     for (i = 0; i + 8 <= n; i += 8)
