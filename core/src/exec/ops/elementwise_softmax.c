@@ -115,8 +115,53 @@ BF__ALWAYS_INLINE void softmax_row_body(float *y, const float *x, int64_t n, int
 static void softmax_row_plain(float *y, const float *x, int64_t n) { softmax_row_body(y, x, n, 0); }
 #ifdef BF__HAVE_AVX2_COPY
 BF__AVX2 static void softmax_row_body_avx2(float *y, const float *x, int64_t n) { softmax_row_body(y, x, n, 1); }
-/* exp_f32 (fastmath_impl.h) in 8 lanes, on cnt vectors at once: exp16's
- * operations in AVX2, one for one (no fused multiply-add: BF__AVX2 enables
+/* exp_f32's operations on cnt vectors of P's lanes (P: _mm256 or _mm512; V
+ * and VI its float and integer vectors, SI its cast's suffix), each step
+ * for all of them before the next: exp8_n's and exp16_n's one body, their
+ * operations one for one in exp_f32's order (no contraction: separate
+ * multiplies and adds), so each lane has its bits; the halving of n rounds
+ * toward zero as C's division does.
+ * The scale: p * 2^n1 * 2^n2 with n1 + n2 = n: p (in [0.7, 1.42]) times
+ * 2^n1 (n1 in -75 .. 64: normal) is exact, so the product rounds once, at
+ * the second multiply, the exact p * 2^n. Where 2^n is a normal float (n in
+ * -126 .. 127 in every lane, NORMAL(nb - 1, 253): nb - 1 <= 253 as unsigned;
+ * a softmax's x - max above -87.3) one multiply by it rounds that same
+ * value once: the same bits, 5 of the 35 instructions fewer. A NaN lane
+ * (n garbage) gives p's NaN either way. */
+#define EXP_EACH _Pragma("GCC unroll 4") for (int j = 0; j < cnt; j++)
+#define EXP_N_BODY(P, V, VI, SI, MAXN, NORMAL)                                                                        \
+    const V lo = P##_set1_ps(-104.0f), hi = P##_set1_ps(89.0f), big = P##_set1_ps(12582912.0f);                       \
+    V x[MAXN], t[MAXN], n[MAXN], r[MAXN], p[MAXN];                                                                    \
+    VI ni[MAXN];                                                                                                      \
+    /* clamp_f32's selects as one instruction each: vmaxps/vminps return the second operand unless the                \
+     * comparison holds, so lo > x ? lo : x and hi < x ? hi : x, a NaN kept, as x < lo and x > hi select */           \
+    EXP_EACH x[j] = P##_min_ps(hi, P##_max_ps(lo, xv[j]));                                                            \
+    EXP_EACH t[j] = P##_add_ps(P##_mul_ps(x[j], P##_set1_ps(1.44269504088896341f)), big);                             \
+    EXP_EACH n[j] = P##_sub_ps(t[j], big);                                                                            \
+    EXP_EACH ni[j] = P##_sub_epi32(P##_castps_##SI(t[j]), P##_set1_epi32(0x4B400000));                                \
+    EXP_EACH r[j] = P##_sub_ps(x[j], P##_mul_ps(n[j], P##_set1_ps(0.693359375f)));                                    \
+    EXP_EACH r[j] = P##_sub_ps(r[j], P##_mul_ps(n[j], P##_set1_ps(-2.12194440e-4f)));                                 \
+    EXP_EACH p[j] = P##_add_ps(P##_mul_ps(P##_set1_ps(1.9875691500e-4f), r[j]), P##_set1_ps(1.3981999507e-3f));       \
+    EXP_EACH p[j] = P##_add_ps(P##_mul_ps(p[j], r[j]), P##_set1_ps(8.3334519073e-3f));                                \
+    EXP_EACH p[j] = P##_add_ps(P##_mul_ps(p[j], r[j]), P##_set1_ps(4.1665795894e-2f));                                \
+    EXP_EACH p[j] = P##_add_ps(P##_mul_ps(p[j], r[j]), P##_set1_ps(1.6666665459e-1f));                                \
+    EXP_EACH p[j] = P##_add_ps(P##_mul_ps(p[j], r[j]), P##_set1_ps(5.0000001201e-1f));                                \
+    EXP_EACH p[j] = P##_add_ps(P##_add_ps(P##_mul_ps(p[j], P##_mul_ps(r[j], r[j])), r[j]), P##_set1_ps(1.0f));        \
+    const VI bias = P##_set1_epi32(127), top = P##_set1_epi32(253);                                                   \
+    EXP_EACH {                                                                                                        \
+        VI nb = P##_add_epi32(ni[j], bias);                                                                           \
+        if (NORMAL(P##_sub_epi32(nb, P##_set1_epi32(1)), top)) {                                                      \
+            xv[j] = P##_mul_ps(p[j], P##_cast##SI##_ps(P##_slli_epi32(nb, 23)));                                      \
+            continue;                                                                                                 \
+        }                                                                                                             \
+        VI n1 = P##_srai_epi32(P##_add_epi32(ni[j], P##_srli_epi32(ni[j], 31)), 1);                                   \
+        VI n2 = P##_sub_epi32(ni[j], n1);                                                                             \
+        V s1 = P##_cast##SI##_ps(P##_slli_epi32(P##_add_epi32(n1, bias), 23));                                        \
+        V s2 = P##_cast##SI##_ps(P##_slli_epi32(P##_add_epi32(n2, bias), 23));                                        \
+        xv[j] = P##_mul_ps(P##_mul_ps(p[j], s1), s2);                                                                 \
+    }
+/* exp_f32 (fastmath_impl.h) in 8 lanes, on cnt vectors at once: EXP_N_BODY's
+ * operations in AVX2 (no fused multiply-add: BF__AVX2 enables
  * none), the same one-multiply scale where 2^n is a normal float in every
  * lane, so each lane has exp_f32's bits. AVX2 has no unsigned compare:
  * nb - 1 <= 253 as unsigned is max_epu32(nb - 1, 253) == 253.
@@ -127,38 +172,11 @@ BF__AVX2 static void softmax_row_body_avx2(float *y, const float *x, int64_t n) 
  * ViT-S/16's attention rows (197) from 1.17 to 0.96 ns an element on a
  * Zen 2 core, and six were within 2% of four (docs/perf/vit.md, h47-sm). */
 #define EXP8_MAX 4
+#define EXP8_NORMAL(v, top) \
+    (_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_max_epu32(v, top), top))) == 0xFF)
 BF__AVX2 BF__ALWAYS_INLINE void exp8_n(__m256 *xv, const int cnt)
 {
-    const __m256 lo = _mm256_set1_ps(-104.0f), hi = _mm256_set1_ps(89.0f), big = _mm256_set1_ps(12582912.0f);
-    __m256 x[EXP8_MAX], t[EXP8_MAX], n[EXP8_MAX], r[EXP8_MAX], p[EXP8_MAX];
-    __m256i ni[EXP8_MAX];
-#define EACH _Pragma("GCC unroll 4") for (int j = 0; j < cnt; j++)
-    EACH x[j] = _mm256_min_ps(hi, _mm256_max_ps(lo, xv[j]));   /* clamp_f32's selects, a NaN kept (exp16's comment) */
-    EACH t[j] = _mm256_add_ps(_mm256_mul_ps(x[j], _mm256_set1_ps(1.44269504088896341f)), big);
-    EACH n[j] = _mm256_sub_ps(t[j], big);
-    EACH ni[j] = _mm256_sub_epi32(_mm256_castps_si256(t[j]), _mm256_set1_epi32(0x4B400000));
-    EACH r[j] = _mm256_sub_ps(x[j], _mm256_mul_ps(n[j], _mm256_set1_ps(0.693359375f)));
-    EACH r[j] = _mm256_sub_ps(r[j], _mm256_mul_ps(n[j], _mm256_set1_ps(-2.12194440e-4f)));
-    EACH p[j] = _mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps(1.9875691500e-4f), r[j]), _mm256_set1_ps(1.3981999507e-3f));
-    EACH p[j] = _mm256_add_ps(_mm256_mul_ps(p[j], r[j]), _mm256_set1_ps(8.3334519073e-3f));
-    EACH p[j] = _mm256_add_ps(_mm256_mul_ps(p[j], r[j]), _mm256_set1_ps(4.1665795894e-2f));
-    EACH p[j] = _mm256_add_ps(_mm256_mul_ps(p[j], r[j]), _mm256_set1_ps(1.6666665459e-1f));
-    EACH p[j] = _mm256_add_ps(_mm256_mul_ps(p[j], r[j]), _mm256_set1_ps(5.0000001201e-1f));
-    EACH p[j] = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(p[j], _mm256_mul_ps(r[j], r[j])), r[j]), _mm256_set1_ps(1.0f));
-    const __m256i bias = _mm256_set1_epi32(127), top = _mm256_set1_epi32(253);
-    EACH {
-        __m256i nb = _mm256_add_epi32(ni[j], bias), v = _mm256_sub_epi32(nb, _mm256_set1_epi32(1));
-        if (_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_max_epu32(v, top), top))) == 0xFF) {
-            xv[j] = _mm256_mul_ps(p[j], _mm256_castsi256_ps(_mm256_slli_epi32(nb, 23)));
-            continue;
-        }
-        __m256i n1 = _mm256_srai_epi32(_mm256_add_epi32(ni[j], _mm256_srli_epi32(ni[j], 31)), 1);
-        __m256i n2 = _mm256_sub_epi32(ni[j], n1);
-        __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
-        __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
-        xv[j] = _mm256_mul_ps(_mm256_mul_ps(p[j], s1), s2);
-    }
-#undef EACH
+    EXP_N_BODY(_mm256, __m256, __m256i, si256, EXP8_MAX, EXP8_NORMAL)
 }
 
 BF__AVX2 static inline __m256 exp8(__m256 x)
@@ -284,47 +302,10 @@ static void softmax_row_avx2(float *y, const float *x, int64_t n)
  * scale's branch between them) left the scheduler waiting on each chain.
  * docs/perf/vit.md, h49-sm16, measures it. */
 #define EXP16_MAX 4
+#define EXP16_NORMAL(v, top) (!_mm512_cmp_epu32_mask(v, top, _MM_CMPINT_GT))
 BF__AVX512 BF__ALWAYS_INLINE void exp16_n(__m512 *xv, const int cnt)
 {
-    const __m512 lo = _mm512_set1_ps(-104.0f), hi = _mm512_set1_ps(89.0f), big = _mm512_set1_ps(12582912.0f);
-    __m512 x[EXP16_MAX], t[EXP16_MAX], n[EXP16_MAX], r[EXP16_MAX], p[EXP16_MAX];
-    __m512i ni[EXP16_MAX];
-#define EACH _Pragma("GCC unroll 4") for (int j = 0; j < cnt; j++)
-    /* clamp_f32's selects as one instruction each: vmaxps/vminps return
-     * the second operand unless the comparison holds, so lo > x ? lo : x
-     * and hi < x ? hi : x, a NaN kept, as x < lo and x > hi select */
-    EACH x[j] = _mm512_min_ps(hi, _mm512_max_ps(lo, xv[j]));
-    EACH t[j] = _mm512_add_ps(_mm512_mul_ps(x[j], _mm512_set1_ps(1.44269504088896341f)), big);
-    EACH n[j] = _mm512_sub_ps(t[j], big);
-    EACH ni[j] = _mm512_sub_epi32(_mm512_castps_si512(t[j]), _mm512_set1_epi32(0x4B400000));
-    EACH r[j] = _mm512_sub_ps(x[j], _mm512_mul_ps(n[j], _mm512_set1_ps(0.693359375f)));
-    EACH r[j] = _mm512_sub_ps(r[j], _mm512_mul_ps(n[j], _mm512_set1_ps(-2.12194440e-4f)));
-    EACH p[j] = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(1.9875691500e-4f), r[j]), _mm512_set1_ps(1.3981999507e-3f));
-    EACH p[j] = _mm512_add_ps(_mm512_mul_ps(p[j], r[j]), _mm512_set1_ps(8.3334519073e-3f));
-    EACH p[j] = _mm512_add_ps(_mm512_mul_ps(p[j], r[j]), _mm512_set1_ps(4.1665795894e-2f));
-    EACH p[j] = _mm512_add_ps(_mm512_mul_ps(p[j], r[j]), _mm512_set1_ps(1.6666665459e-1f));
-    EACH p[j] = _mm512_add_ps(_mm512_mul_ps(p[j], r[j]), _mm512_set1_ps(5.0000001201e-1f));
-    EACH p[j] = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(p[j], _mm512_mul_ps(r[j], r[j])), r[j]), _mm512_set1_ps(1.0f));
-    const __m512i bias = _mm512_set1_epi32(127);
-    /* p * 2^n1 * 2^n2 with n1 + n2 = n: p (in [0.7, 1.42]) times 2^n1
-     * (n1 in -75 .. 64: normal) is exact, so the product rounds once, at the second
-     * multiply, the exact p * 2^n. Where 2^n is a normal float (n in
-     * -126 .. 127, every lane: a softmax's x - max above -87.3) one multiply
-     * by it rounds that same value once: the same bits, 5 of exp16's 35
-     * instructions fewer. A NaN lane (n garbage) gives p's NaN either way. */
-    EACH {
-        __m512i nb = _mm512_add_epi32(ni[j], bias);
-        if (!_mm512_cmp_epu32_mask(_mm512_sub_epi32(nb, _mm512_set1_epi32(1)), _mm512_set1_epi32(253), _MM_CMPINT_GT)) {
-            xv[j] = _mm512_mul_ps(p[j], _mm512_castsi512_ps(_mm512_slli_epi32(nb, 23)));
-            continue;
-        }
-        __m512i n1 = _mm512_srai_epi32(_mm512_add_epi32(ni[j], _mm512_srli_epi32(ni[j], 31)), 1);
-        __m512i n2 = _mm512_sub_epi32(ni[j], n1);
-        __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
-        __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
-        xv[j] = _mm512_mul_ps(_mm512_mul_ps(p[j], s1), s2);
-    }
-#undef EACH
+    EXP_N_BODY(_mm512, __m512, __m512i, si512, EXP16_MAX, EXP16_NORMAL)
 }
 
 BF__AVX512 static inline __m512 exp16(__m512 x)
@@ -435,13 +416,15 @@ BF__AVX512 static void softmax_rows4_avx512(float *y, const float *x, int64_t n)
     _Pragma("GCC unroll 4") for (int r = 0; r < SOFTMAX_GROUP; r++) vm[r] = _mm512_set1_ps(_mm512_reduce_max_ps(mv[r]));
     for (i = 0; i + 16 <= n; i += 16) {   /* the four rows' exps interleaved (exp16_n) */
         __m512 e[SOFTMAX_GROUP];
-        _Pragma("GCC unroll 4") for (int r = 0; r < SOFTMAX_GROUP; r++) e[r] = _mm512_sub_ps(_mm512_loadu_ps(xr[r] + i), vm[r]);
+        _Pragma("GCC unroll 4") for (int r = 0; r < SOFTMAX_GROUP; r++)
+            e[r] = _mm512_sub_ps(_mm512_loadu_ps(xr[r] + i), vm[r]);
         exp16_n(e, SOFTMAX_GROUP);
         _Pragma("GCC unroll 4") for (int r = 0; r < SOFTMAX_GROUP; r++) _mm512_storeu_ps(yr[r] + i, e[r]);
     }
     if (i < n) {
         __m512 e[SOFTMAX_GROUP];
-        _Pragma("GCC unroll 4") for (int r = 0; r < SOFTMAX_GROUP; r++) e[r] = _mm512_sub_ps(_mm512_maskz_loadu_ps(kt, xr[r] + i), vm[r]);
+        _Pragma("GCC unroll 4") for (int r = 0; r < SOFTMAX_GROUP; r++)
+            e[r] = _mm512_sub_ps(_mm512_maskz_loadu_ps(kt, xr[r] + i), vm[r]);
         exp16_n(e, SOFTMAX_GROUP);
         _Pragma("GCC unroll 4") for (int r = 0; r < SOFTMAX_GROUP; r++) _mm512_mask_storeu_ps(yr[r] + i, kt, e[r]);
     }
