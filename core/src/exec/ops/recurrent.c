@@ -49,6 +49,7 @@ typedef struct rnn_params {
     int cell;                       /* LSTM with the default activations and no clip, peepholes or
                                      * input_forget: one fused pass per row (recurrent_step.c) */
     int avx2;                       /* the CPU runs recurrent_step.c's and act_vec's AVX2 copies */
+    int level;                      /* the recurrent product's CPU path (bf__rnn_product) */
     size_t s_g, s_rec, s_h, s_c, s_tmp;   /* scratch offsets, in floats */
     size_t s_rt, s_rt2, s_zero;     /* R^T packed (GRU: the z, r rows, then the h rows); zero biases */
 } rnn_params;
@@ -304,6 +305,7 @@ static void rnn_layout(bf__prep *p, rnn_params *q, int kind)
     for (int d = 0; d < q->dirs; d++)
         q->cell = q->cell && q->act[d][0] == A_SIGMOID && q->act[d][1] == A_TANH && q->act[d][2] == A_TANH;
     q->avx2 = bf__rnn_avx2();
+    q->level = q->avx2 ? bf__sgemm_best() : BF_SGEMM_REF;
 }
 
 static bf_status rnn_prepare(bf__prep *p, int kind, bf_error *err)
@@ -549,7 +551,7 @@ static bf_status rnn_run(const bf__ctx *c, bf_error *err)
              * (its state no longer moves): one product beats per-row ones */
             if (q->kind == K_GRU && !q->linear_before_reset) {
                 fill_rows(rec, B, GH, rb);
-                bf__rnn_product(q->avx2 ? BF_SGEMM_AVX2 : BF_SGEMM_REF, h, (int)B, (int)H, rt, (int)(2 * H), 1, rec, (int)GH);
+                bf__rnn_product(q->level, h, (int)B, (int)H, r, rt, (int)(2 * H), 1, rec, (int)GH);
                 for (int64_t b = 0; b < B; b++) {
                     int64_t len = seq_len(q, in_lens, b);
                     if (s >= len) {
@@ -561,10 +563,11 @@ static bf_status rnn_run(const bf__ctx *c, bf_error *err)
                     gru_zr(q, (int)d, gx + x_row(q, t, b) * GH, zr, 2 * H);
                     for (int64_t j = 0; j < H; j++) tmp[b * H + j] = zr[H + j] * h[b * H + j];
                 }
-                bf__rnn_product(q->avx2 ? BF_SGEMM_AVX2 : BF_SGEMM_REF, tmp, (int)B, (int)H, rt2, (int)H, 1, rec + 2 * H, (int)GH);
+                bf__rnn_product(q->level, tmp, (int)B, (int)H, r + 2 * H * H, rt2, (int)H, 1, rec + 2 * H,
+                                (int)GH);
             } else {
                 if (!q->cell) fill_rows(rec, B, GH, rb);
-                bf__rnn_product(q->avx2 ? BF_SGEMM_AVX2 : BF_SGEMM_REF, h, (int)B, (int)H, rt, (int)GH, !q->cell, rec, (int)GH);
+                bf__rnn_product(q->level, h, (int)B, (int)H, r, rt, (int)GH, !q->cell, rec, (int)GH);
             }
             for (int64_t b = 0; b < B; b++) {
                 int64_t len = seq_len(q, in_lens, b);
