@@ -576,7 +576,7 @@ static bf_status rnn_run(const bf__ctx *c, bf_error *err)
                 const float *g = gx + x_row(q, t, b) * GH;
                 float *rr = rec + b * GH, *hb = h + b * H;
                 if (q->cell) {
-                    bf__lstm_cell(q->avx2, H, rr, rb, g, wb, hb, cs + b * H);
+                    bf__lstm_cell(q->level, H, rr, rb, g, wb, hb, cs + b * H);
                 } else if (q->kind == K_LSTM) {
                     lstm_row(q, (int)d, g, rr, peep, hb, cs + b * H);
                 } else if (q->kind == K_GRU) {

@@ -19,8 +19,9 @@ void bf__rnn_product(int level, const float *h, int m, int k, const float *r, co
 /* One row of one LSTM step with the default activations and no clip,
  * peepholes or input_forget: s and sx the recurrent and input products
  * without bias (s is overwritten with the gates), rb and wb the biases
- * (4 x H each); h and c updated. */
-void bf__lstm_cell(int avx2, int64_t H, float *s, const float *rb, const float *sx, const float *wb, float *h,
+ * (4 x H each); h and c updated; level (sgemm.h's BF_SGEMM_*) picks the
+ * copy: AVX-512's 16 lanes, AVX2's 8 or the plain one, the same bits. */
+void bf__lstm_cell(int level, int64_t H, float *s, const float *rb, const float *sx, const float *wb, float *h,
                    float *c);
 /* 1 when the CPU runs the AVX2 copies. */
 int bf__rnn_avx2(void);

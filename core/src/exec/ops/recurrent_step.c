@@ -130,23 +130,33 @@ static void lstm_cell_plain(int64_t H, float *s, const float *rb, const float *s
 }
 
 #ifdef BF__HAVE_AVX2_COPY
-BF__AVX2 static void lstm_cell_avx2(int64_t H, float *s, const float *rb,
-                                                          const float *sx, const float *wb, float *h, float *c)
+BF__AVX2 static void lstm_cell_avx2(int64_t H, float *s, const float *rb, const float *sx, const float *wb, float *h,
+                                    float *c)
+{
+    lstm_cell_body(H, s, rb, sx, wb, h, c);
+}
+/* 16 lanes: the same loops again (fastmath_impl.h's BF__AVX512, no FMA) */
+BF__AVX512 static void lstm_cell_avx512(int64_t H, float *s, const float *rb, const float *sx, const float *wb,
+                                        float *h, float *c)
 {
     lstm_cell_body(H, s, rb, sx, wb, h, c);
 }
 #endif
 
-void bf__lstm_cell(int avx2, int64_t H, float *s, const float *rb, const float *sx, const float *wb, float *h,
+void bf__lstm_cell(int level, int64_t H, float *s, const float *rb, const float *sx, const float *wb, float *h,
                    float *c)
 {
 #ifdef BF__HAVE_AVX2_COPY
-    if (avx2) {
+    if (level >= BF_SGEMM_AVX512) {
+        lstm_cell_avx512(H, s, rb, sx, wb, h, c);
+        return;
+    }
+    if (level >= BF_SGEMM_AVX2) {
         lstm_cell_avx2(H, s, rb, sx, wb, h, c);
         return;
     }
 #endif
-    (void)avx2;
+    (void)level;
     lstm_cell_plain(H, s, rb, sx, wb, h, c);
 }
 
