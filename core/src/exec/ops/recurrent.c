@@ -49,7 +49,7 @@ typedef struct rnn_params {
     int cell;                       /* LSTM with the default activations and no clip, peepholes or
                                      * input_forget: one fused pass per row (recurrent_step.c) */
     int avx2;                       /* the CPU runs recurrent_step.c's and act_vec's AVX2 copies */
-    int level;                      /* the recurrent product's CPU path (bf__rnn_product) */
+    int level;                      /* the step product's and the fused cell's CPU path (sgemm.h's BF_SGEMM_*) */
     size_t s_g, s_rec, s_h, s_c, s_tmp;   /* scratch offsets, in floats */
     size_t s_rt, s_rt2, s_zero;     /* R^T packed (GRU: the z, r rows, then the h rows); zero biases */
 } rnn_params;
