@@ -293,14 +293,12 @@ static void softmax_row_avx2(float *y, const float *x, int64_t n)
     if (n < 8) softmax_row_body_avx2(y, x, n);
     else softmax_row8(y, x, n);
 }
-/* exp_f32 (fastmath_impl.h) in 16 lanes, its operations one for one in
- * its order (no contraction: separate multiplies and adds), so each lane
- * has its bits; the halving of n rounds toward zero as C's division does.
- * On cnt vectors at once (a constant where inlined), each step for all of
- * them before the next, as exp8_n: one vector's steps are a chain of ~20
- * dependent operations, and the four rows' exps one after the other (the
- * scale's branch between them) left the scheduler waiting on each chain.
- * docs/perf/vit.md, h49-sm16, measures it. */
+/* exp_f32 (fastmath_impl.h) in 16 lanes, on cnt vectors at once (a
+ * constant where inlined): EXP_N_BODY's operations, as exp8_n's, with
+ * AVX-512's unsigned compare for the scale's test. One vector's steps are
+ * a chain of ~20 dependent operations, and the four rows' exps one after
+ * the other (the scale's branch between them) left the scheduler waiting
+ * on each chain (docs/perf/vit.md, h49-sm16). */
 #define EXP16_MAX 4
 #define EXP16_NORMAL(v, top) (!_mm512_cmp_epu32_mask(v, top, _MM_CMPINT_GT))
 BF__AVX512 BF__ALWAYS_INLINE void exp16_n(__m512 *xv, const int cnt)

@@ -48,8 +48,8 @@ typedef struct rnn_params {
     int lens_i64;                   /* sequence_lens is int64 (ONNX says int32; both read) */
     int cell;                       /* LSTM with the default activations and no clip, peepholes or
                                      * input_forget: one fused pass per row (recurrent_step.c) */
-    int avx2;                       /* the CPU runs recurrent_step.c's and act_vec's AVX2 copies */
-    int level;                      /* the step product's and the fused cell's CPU path (sgemm.h's BF_SGEMM_*) */
+    int level;                      /* CPU path (sgemm.h's BF_SGEMM_*): the step product's, the fused
+                                     * cell's; act_k's AVX2 copy from BF_SGEMM_AVX2 on */
     size_t s_g, s_rec, s_h, s_c, s_tmp;   /* scratch offsets, in floats */
     size_t s_rt, s_rt2, s_zero;     /* R^T packed (GRU: the z, r rows, then the h rows); zero biases */
 } rnn_params;
@@ -304,8 +304,7 @@ static void rnn_layout(bf__prep *p, rnn_params *q, int kind)
     q->cell = kind == K_LSTM && !present(p, IN_P) && !q->has_clip && !q->input_forget;
     for (int d = 0; d < q->dirs; d++)
         q->cell = q->cell && q->act[d][0] == A_SIGMOID && q->act[d][1] == A_TANH && q->act[d][2] == A_TANH;
-    q->avx2 = bf__rnn_avx2();
-    q->level = q->avx2 ? bf__sgemm_best() : BF_SGEMM_REF;
+    q->level = bf__rnn_avx2() ? bf__sgemm_best() : BF_SGEMM_REF;
 }
 
 static bf_status rnn_prepare(bf__prep *p, int kind, bf_error *err)
@@ -366,7 +365,7 @@ BF__AVX2 static void act_avx2(int a, float al, float be, float *x, int64_t n)
 static void act_k(const rnn_params *q, int d, int k, float *x, int64_t n)
 {
 #ifdef BF__HAVE_AVX2_COPY
-    if (q->avx2) {
+    if (q->level >= BF_SGEMM_AVX2) {
         act_avx2(q->act[d][k], q->alpha[d][k], q->beta[d][k], x, n);
         return;
     }

@@ -65,19 +65,20 @@ void bf__rnn_pack(const float *r, int64_t n, int64_t k, float *dst)
     }
 }
 
-/* bf__sgemm computes 6 rows at a time; a last block of 1 to 3 rows has
- * too few independent sums to keep both FMA pipes busy and costs nearly a
- * full block. So the rows past the last whole 6 but one (a batch of 32:
- * 24, then 8) go as two calls of about half each (4 and 4). */
+/* At AVX-512, one bf__sgemm_prepacked call over all the panels (they are
+ * bf__sgemm_pack's layout, read where they lie; r itself the B a path
+ * without the kernel reads): its block takes 12 rows by two panels at
+ * once. An LSTM of hidden 256 at batch 32: 1.35-1.45x the eval's samples/s
+ * on a Zen 5 core, against the per-panel calls below (docs/perf/lstm.md,
+ * h49-lstm). Below AVX-512, a panel at a time: the AVX2 block computes 6
+ * rows at a time; a last block of 1 to 3 rows has too few independent sums
+ * to keep both FMA pipes busy and costs nearly a full block. So the rows
+ * past the last whole 6 but one (a batch of 32: 24, then 8) go as two
+ * calls of about half each (4 and 4). Either way each element is the
+ * in-order chain over its row and column: the same bits. */
 void bf__rnn_product(int level, const float *h, int m, int k, const float *r, const float *panels, int n,
                      int accumulate, float *y, int ldy)
 {
-    /* The 16-lane block takes 12 rows by two panels at once, read where
-     * they lie (the panels are bf__sgemm_pack's layout): one call over all
-     * of them, r itself the B a path without the kernel reads. The same
-     * chain per element, so the same bits. An LSTM of hidden 256 at batch
-     * 32: 1.35-1.45x the eval's samples/s on a Zen 5 core
-     * (docs/perf/lstm.md, h49-lstm). */
     if (level >= BF_SGEMM_AVX512) {
         bf__sgemm_prepacked(level, 1, m, n, k, 1.0f, h, k, r, k, accumulate, y, ldy, NULL, panels, NULL, NULL);
         return;
