@@ -23,7 +23,7 @@ machine to go quiet:
             before timing.
   campaign  bitflip run --local on a spec of T uniform single-bit weight faults (every bit of every
             fp32 parameter equally likely), timed as a whole process (load, golden pass, checks,
-            cache: setup counted; the median of 3 runs (5 when a round takes under 10 s), 1 with
+            cache: setup counted; the median of 5 runs, 1 with
             --quick, the thread counts' runs alternated and the 2-thread aim judged on adjacent
             pairs) and by its --stats line
             (trials alone, setup alone); PyTorch's
@@ -304,9 +304,6 @@ GOLDEN = re.compile(r"golden pass with the cache ([0-9.]+) s")
 RERAN = re.compile(r"the trials re-ran ([0-9.]+)% of the work.*?; most in (\S+) '([^']*)' ([0-9]+)%")
 
 
-SHORT_ROUND, SHORT_RUNS = 10.0, 5   # seconds; rounds of campaigns that short (bitflip_campaigns)
-
-
 def bitflip_campaigns(a, name, stem, model_rows, trials, runs):
     """Each row's campaign: the median of `runs` whole processes (benchlib.median_run), each with
     its --stats parsed; the thread counts' runs alternated (1, 2, 1, 2, ...), and each row past
@@ -315,22 +312,15 @@ def bitflip_campaigns(a, name, stem, model_rows, trials, runs):
     measured a row at a time, several minutes apart (the evals, ONNX Runtime and PyTorch
     between), ViT-S/16's 2-thread rate came out 1.86x its 1-thread one in a table (c8228901)
     where the same binary's adjacent pairs gave 1.99x, 2.00x and 1.87x (2026-12-04).
-    Where a round of them takes under SHORT_ROUND seconds, SHORT_RUNS rounds instead of `runs`
-    (when `runs` is more than 1): mobilenet_v2's 40 trials take 0.6 s at 2 threads and 1.1-1.4 s
-    at 1, and its adjacent pairs read 1.87-2.37x on one afternoon."""
+    Five rounds (`runs`), whatever a round takes: with three, one slow 2-thread run among them
+    moves the median pair by the host's spread. mobilenet_v2's adjacent pairs read 1.87-2.37x
+    on one afternoon (0.6 s at 2 threads), and the LSTM's (a round of 19 s) 1.89x, 2.14x and
+    2.01x in one run, 1.85x to 2.00x over an hour, where its two workers' CPU and their wait for
+    the last trial leave about 1.96x (docs/perf/lstm.md, h50-pairs)."""
     done = {r["threads"]: [] for r in model_rows}
-
-    def one_round():
-        walls = 0.0
+    for _ in range(runs):
         for r in model_rows:
-            c = campaign_once(a, name, stem, r["threads"], trials, a.quiet_wait)
-            done[r["threads"]].append(c)
-            walls += c.get("wall") or SHORT_ROUND   # a failed run: not short
-        return walls
-
-    short = one_round() < SHORT_ROUND
-    for _ in range((SHORT_RUNS if runs > 1 and short else runs) - 1):
-        one_round()
+            done[r["threads"]].append(campaign_once(a, name, stem, r["threads"], trials, a.quiet_wait))
     first = model_rows[0]["threads"]
     for r in model_rows:
         r["bitflip_campaign"] = benchlib.median_run(done[r["threads"]])
@@ -457,7 +447,7 @@ def main():
                                 "--batch", str(p["batch"]), "--repeat", str(rep), "--trials", str(trials)],
                                threads, 7200, a.quiet_wait)
             model_rows.append(row)
-        bitflip_campaigns(a, name, stem, model_rows, p["trials"][q], runs=1 if a.quick else 3)
+        bitflip_campaigns(a, name, stem, model_rows, p["trials"][q], runs=1 if a.quick else 5)
         for row in model_rows:
             for k in ("bitflip_eval", "ort_eval", "torch", "bitflip_campaign"):
                 for drop in ("out",):
@@ -617,8 +607,7 @@ def write(doc, path):
                      f"{', '.join(pct_peak(x, r, pk) for x in (bf, tt, ort))} | "
                      f"{busy(r, ('bitflip_eval', 'torch', 'ort_eval'))} |")
     lines += ["", "Campaigns: uniform single-bit weight faults. *bitflip whole* is the whole process (loading, golden "
-              "pass, checks, cache and trials: setup counted), the median of three runs (five where a 1- and a 2-thread "
-              "run together take under 10 s; one with --quick), the thread counts' runs alternated (1, 2, 1, 2, ...); "
+              "pass, checks, cache and trials: setup counted), the median of five runs (one with --quick), the thread counts' runs alternated (1, 2, 1, 2, ...); "
               "*trials* and *setup* come from that run's `--stats` line. The 2-thread aim below is the median of the "
               "adjacent pairs' ratios, each pair measured within a minute (this host's speed moves 10-20% over a "
               "bench's run). "
