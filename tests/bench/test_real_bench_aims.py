@@ -146,11 +146,11 @@ def test_eval_rounds():
 
 
 def test_campaign_rounds():
-    """bitflip_campaigns with the campaign runner replaced: how many rounds (a 1- and a 2-thread
-    run each, alternated) for a round of walls 0.6 + 1.2 = 1.8 s (under SHORT_ROUND: five), of
-    6 + 4 = 10 s (not under it: three), for --quick (runs=1: one, however short), and for a
-    failed run (no wall: counted as SHORT_ROUND, so not short: three); and the pairs: each
-    2-thread run's trials/s over the 1-thread run's before it."""
+    """bitflip_campaigns with the campaign runner replaced: `runs` rounds (a 1- and a 2-thread run
+    each, alternated) whatever a round takes (walls 0.6 + 1.2 = 1.8 s or 6 + 4 = 10 s: five each,
+    the count main passes), one for --quick (runs=1), and five with a failed run among them; and
+    the pairs: each 2-thread run's trials/s over the 1-thread run's before it, none from a failed
+    run."""
     def rounds_for(walls, runs, fail=False):
         calls = []
 
@@ -172,15 +172,14 @@ def test_campaign_rounds():
             rb.campaign_once = saved
         return calls, rows
 
-    calls, rows = rounds_for({1: 1.2, 2: 0.6}, 3)
+    calls, rows = rounds_for({1: 1.2, 2: 0.6}, 5)
     check("short rounds", calls, [1, 2] * 5)
     check("short rounds' pairs", rows[1]["scaling_pairs"], [2.0, 2.1, 2.2, 2.3, 2.4])
-    check("long rounds", rounds_for({1: 6.0, 2: 4.0}, 3)[0], [1, 2] * 3)
+    check("long rounds", rounds_for({1: 6.0, 2: 4.0}, 5)[0], [1, 2] * 5)
     check("quick", rounds_for({1: 1.2, 2: 0.6}, 1)[0], [1, 2])
-    calls, rows = rounds_for({1: 1.2, 2: 0.6}, 3, fail=True)
-    check("a failed run is not short", calls, [1, 2] * 3)
+    calls, rows = rounds_for({1: 1.2, 2: 0.6}, 5, fail=True)
+    check("a failed run: the rounds all the same", calls, [1, 2] * 5)
     check("no pair from a failed run", rows[1]["scaling_pairs"], [])
-
 
 if __name__ == "__main__":
     test_aims()
