@@ -84,7 +84,7 @@ BUDGET = (20.0, 4.0)    # PyTorch --max-seconds, full / quick
 CHAIN_RE = re.compile(r"(\d+) trials in chain mode \((\d+) of them redone exactly\)"
                       r"(?:, (\d+) samples through linear segments)?")
 STATS_RE = re.compile(r"bitflip run: (\d+) trials in ([\d.]+) s \(([\d.]+) trials/s\), (\S+) engine, "
-                      r"(\d+) threads?, golden cache ([\d.]+) (\w+)")
+                      r"(\d+) threads?, (?:batch \d+, )?golden cache ([\d.]+) (\w+)")
 
 
 def log(msg):

@@ -428,15 +428,16 @@ static const char *imaj_line(const bf_campaign_result *r, char *buf, size_t n)
  * one-image-per-call graph; then where the setup went and the share of the
  * work the trials re-ran. Every line starts "bitflip run: " and, for a
  * protected configuration, its name. */
-static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_result *r, int threads, double t_create)
+static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_result *r, int threads, int64_t batch,
+                        double t_create)
 {
     const char *p = cfg ? cfg : "", *sep = cfg ? ": " : "";
     double loop = r->seconds - r->setup_seconds;
     fprintf(stderr,
-            "bitflip run: %s%s%lld trials in %.3f s (%.1f trials/s), %s engine, %d threads, golden cache %.1f MiB; "
+            "bitflip run: %s%s%lld trials in %.3f s (%.1f trials/s), %s engine, %d threads, batch %lld, golden cache %.1f MiB; "
             "setup %.3f s before the trials (campaign and golden pass%s %.3f s, workers' plans and checks %.3f s)\n",
             p, sep, (long long)r->trials_done, loop, loop > 0 ? (double)r->trials_done / loop : 0.0,
-            r->exact ? "exact" : "differential", threads, (double)r->cache_bytes / (1024.0 * 1024.0),
+            r->exact ? "exact" : "differential", threads, (long long)batch, (double)r->cache_bytes / (1024.0 * 1024.0),
             t_create + r->setup_seconds, r->exact ? "" : " with the cache", t_create, r->setup_seconds);
     if (r->exact) {   /* full_reason: why a differential campaign ran exactly */
         fprintf(stderr, "bitflip run: %s%sexact engine: %s; %lld activations, BatchNorms or Adds ran inside their "
@@ -606,7 +607,7 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
     }
     cli_progress_clear(&ps->out);
     if (st != BF_OK) return report_error("run", &err);
-    if (o->stats) print_stats(o, mit ? mit->name : NULL, &res, co.threads, t_create);
+    if (o->stats) print_stats(o, mit ? mit->name : NULL, &res, co.threads, bf_campaign_batch(c), t_create);
     run->mit = mit;
     run->n = ps->n;
     run->doc = bf_result_render(bf_result_header(spec, c, &res), &res, 1);

@@ -355,7 +355,8 @@ typedef struct bf_site {
 /* A kv_cache site's entry at element `index` of a sample's slice. */
 void bf_site_kv_entry(const bf_site *site, int64_t index, int64_t *head, int64_t *position, int64_t *dim);
 
-/* Default batch of a campaign's passes (bf_campaign_spec.batch). */
+/* Default batch of a campaign's passes (bf_campaign_spec.batch 0), for a
+ * model whose sample's activations take at most 1 MiB (campaign_batch.c). */
 #define BF_CAMPAIGN_BATCH_DEFAULT 64
 
 /* Default bytes of an image-major sweep's checkpoint blocks, every
@@ -554,6 +555,12 @@ const char *bf_campaign_tie_order(const bf_campaign *c);
 
 /* Trials the spec asks for (BER: rates x repeats; list: its length). */
 int64_t bf_campaign_num_trials(const bf_campaign *c);
+
+/* The samples a pass runs at once: the spec's "batch", or the default for
+ * this model (BF_CAMPAIGN_BATCH_DEFAULT, less where a sample's activations
+ * are large: docs/CAMPAIGNS.md), settled by the golden pass (at most the
+ * eval set, 1 for a one-sample graph). */
+int64_t bf_campaign_batch(const bf_campaign *c);
 
 /* --- population estimates (docs/STATISTICS.md) ----------------------- */
 

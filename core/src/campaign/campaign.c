@@ -77,6 +77,8 @@ size_t bf_campaign_num_sites(const bf_campaign *c) { return c->surface.n_sites; 
 const bf_site *bf_campaign_site(const bf_campaign *c, size_t i) { return i < c->surface.n_sites ? &c->surface.sites[i] : NULL; }
 int64_t bf_campaign_num_trials(const bf_campaign *c) { return c->faults.n_trials; }
 
+int64_t bf_campaign_batch(const bf_campaign *c) { return c->batch; }
+
 const float *bf_campaign_golden(const bf_campaign *c, int64_t *samples, int64_t *cols)
 {
     *samples = c->golden.samples;
@@ -723,11 +725,9 @@ static bf_status apply_spec(bf_campaign *c, const bf_campaign_spec *spec, bf_err
     c->judge.stop_confidence = spec->stop_confidence > 0 ? spec->stop_confidence : 0.95;
     c->judge.stop_tensor_margin = spec->stop_tensor_margin;
     c->judge.stop_bit_margin = spec->stop_bit_margin;
-    /* Trials re-execute whole batches of the golden pass (docs/ENGINE.md):
-     * smaller batches mean less recomputed per fault that reaches a few
-     * samples, larger ones faster products; 64 measured best on the bench
-     * models (DLRM and digits). */
-    c->batch = spec->batch ? spec->batch : BF_CAMPAIGN_BATCH_DEFAULT;
+    /* Trials re-execute whole batches of the golden pass (docs/ENGINE.md);
+     * the default depends on a sample's size (campaign_batch.c) */
+    c->batch = spec->batch ? spec->batch : bf__campaign_default_batch(c->model);
 
     if (c->faults.kind == BF_FAULT_BER) {
         c->faults.rates = bf__malloc(spec->n_rates * sizeof *c->faults.rates);
