@@ -18,8 +18,10 @@ static const char help[] =
     "(docs/EXPORT.md), with how the tensor differs from that parameter (a BatchNorm\n"
     "folded in, transposed); campaign specs select by either name. Last, the peak\n"
     "memory of a plan (activations, folded constants, scratch, parameter copies)\n"
-    "at batch 1, at a campaign's default batch (64) and at eval's (256), with its\n"
-    "largest buffer: worked out from shapes, nothing allocated. For a language\n"
+    "at batch 1, 64 and eval's default (256), with its largest buffer: worked\n"
+    "out from shapes, nothing allocated; and the batch a campaign runs at when\n"
+    "its spec gives none (64, or as little as 4 where a sample's activations are\n"
+    "large: docs/CAMPAIGNS.md, batch). For a language\n"
     "model: the KV-cache entries of an export with one, and the named fault sites\n"
     "of any model (attn_scores.K, attn_probs.K, router_logits.K, and k_cache.K,\n"
     "v_cache.K: the keys and values a KV cache holds, which a campaign's\n"
@@ -203,8 +205,11 @@ static const char *symbolic_dim(const bf_model *m)
 
 /* A plan's memory at each of memory_batches, at the --dims sizes; a batch
  * the model cannot take (a fixed batch dimension, a symbolic dim with no
- * size) says why instead. 0, or EXIT_USAGE having printed why. */
-static int estimate_memory(const bf_model *m, char *dims_text_opt, bf_plan_budget *budgets, bf_error *berr, int *have)
+ * size) says why instead. *camp_batch: a campaign's default batch, where
+ * the plans it is worked from (at 1 and 64) could be sized, else 0. 0, or
+ * EXIT_USAGE having printed why. */
+static int estimate_memory(const bf_model *m, char *dims_text_opt, bf_plan_budget *budgets, bf_error *berr, int *have,
+                           int64_t *camp_batch)
 {
     const char *dim_names[MAX_DIMS_OPT];
     int64_t dim_sizes[MAX_DIMS_OPT];
@@ -221,6 +226,7 @@ static int estimate_memory(const bf_model *m, char *dims_text_opt, bf_plan_budge
                                    symbolic, symbolic);
         have[k] = !symbolic && bf_plan_estimate(sized ? sized : m, memory_batches[k], &budgets[k], &berr[k]) == BF_OK;
     }
+    *camp_batch = have[0] && have[1] ? bf_campaign_default_batch(sized ? sized : m) : 0;
     bf_model_free(sized);
     return 0;
 }
@@ -259,7 +265,8 @@ int cmd_info(int argc, char **argv)
     bf_plan_budget budgets[3];
     bf_error berr[3];
     int have[3];
-    if ((rc = estimate_memory(m, dims_text_opt, budgets, berr, have)) != 0) {
+    int64_t camp_batch = 0;
+    if ((rc = estimate_memory(m, dims_text_opt, budgets, berr, have, &camp_batch)) != 0) {
         bf_model_free(m);
         return rc;
     }
@@ -283,6 +290,7 @@ int cmd_info(int argc, char **argv)
                                                : json_pack("{s:I, s:s}", "batch", (json_int_t)memory_batches[k],
                                                            "error", berr[k].msg));
         json_object_set_new(root, "plan_memory", mem);
+        if (camp_batch) json_object_set_new(root, "campaign_batch", json_integer((json_int_t)camp_batch));
         json_dumpf(root, stdout, JSON_INDENT(2));
         fputc('\n', stdout);
         json_decref(root);
@@ -321,6 +329,9 @@ int cmd_info(int argc, char **argv)
             printf("  batch %-5lld %10s   largest: %s\n", (long long)memory_batches[k],
                    bf_bytes_str(budgets[k].total_bytes, t, sizeof t), bf_plan_item_str(&budgets[k].largest, what, sizeof what));
         }
+        if (camp_batch)
+            printf("  a campaign whose spec has no \"batch\" runs at %lld (at most the eval set; docs/CAMPAIGNS.md, "
+                   "batch)\n", (long long)camp_batch);
     }
     bf_model_free(m);
     return EXIT_OK;

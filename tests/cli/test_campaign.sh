@@ -43,6 +43,9 @@ check run_exact 0 "$BF" run --local "$spec" --threads 2 --exact --stats --format
       --trials-out "$tmp/exact.jsonl"
 contains run_exact_stats "exact engine"
 contains run_exact_line "bitflip run: exact engine: every trial ran the whole pass;"
+# the spec gives no "batch": --stats says the default it ran at (64 for demo_digits'
+# few KiB a sample: core/src/campaign/campaign_batch.c)
+contains run_exact_batch ", 2 threads, batch 64, golden cache"
 outcomes() { sed 's/.*"outcome": *"\([a-z]*\)".*/\1/' "$1"; }
 outcomes "$tmp/trials.jsonl" >"$tmp/o_fast"; outcomes "$tmp/exact.jsonl" >"$tmp/o_exact"
 same exact_outcomes "$tmp/o_fast" "$tmp/o_exact"

@@ -61,6 +61,10 @@ check eval_fused_json 0 "$BF" eval --json "$dd.onnx" "$dd.eval.safetensors"; con
 bn=$2/bntrain/conv_bn_train_op14
 check info_bstat 0 "$BF" info "$bn.onnx"; contains info_bstat "batch statistics: 2 BatchNormalizations in training mode"
 check info_bstat_json 0 "$BF" info --json "$bn.onnx"; contains info_bstat_json '"batch_statistics": 2'
+# the campaign default batch line and field (64 for these small models; the rule's cases,
+# 4 and 32 among them, are test_campaign_batch.c's)
+check info_bstat_batch 0 "$BF" info "$bn.onnx"; contains info_bstat_batch "a campaign whose spec has no \"batch\" runs at 64"
+check info_dd_json 0 "$BF" info --json "$dd.onnx"; contains info_dd_json '"campaign_batch": 64'
 check eval_bstat 0 "$BF" eval --batch 8 "$bn.onnx" "$bn.eval.safetensors"; contains eval_bstat "results depend on --batch"
 check eval_bstat_json 0 "$BF" eval --json "$bn.onnx" "$bn.eval.safetensors"; contains eval_bstat_json '"batch_statistics": 2'
 check eval_nobstat 0 "$BF" eval "$dd.onnx" "$dd.eval.safetensors"

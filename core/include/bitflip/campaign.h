@@ -562,6 +562,13 @@ int64_t bf_campaign_num_trials(const bf_campaign *c);
  * eval set, 1 for a one-sample graph). */
 int64_t bf_campaign_batch(const bf_campaign *c);
 
+/* The batch a campaign of `model` runs at when its spec has no "batch"
+ * (before the eval set caps it): BF_CAMPAIGN_BATCH_DEFAULT, halved while a
+ * batch's plan passes 64 MiB, down to 4; BF_CAMPAIGN_BATCH_DEFAULT for a
+ * model with batch statistics, a fixed batch dimension, or shapes the
+ * estimate cannot size (campaign_batch.c says why). */
+int64_t bf_campaign_default_batch(const bf_model *model);
+
 /* --- population estimates (docs/STATISTICS.md) ----------------------- */
 
 /* What an estimate needs to know of the design: the sampling, each site's

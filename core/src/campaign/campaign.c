@@ -727,7 +727,7 @@ static bf_status apply_spec(bf_campaign *c, const bf_campaign_spec *spec, bf_err
     c->judge.stop_bit_margin = spec->stop_bit_margin;
     /* Trials re-execute whole batches of the golden pass (docs/ENGINE.md);
      * the default depends on a sample's size (campaign_batch.c) */
-    c->batch = spec->batch ? spec->batch : bf__campaign_default_batch(c->model);
+    c->batch = spec->batch ? spec->batch : bf_campaign_default_batch(c->model);
 
     if (c->faults.kind == BF_FAULT_BER) {
         c->faults.rates = bf__malloc(spec->n_rates * sizeof *c->faults.rates);

@@ -27,7 +27,7 @@
 #define BF__AUTO_BATCH_BYTES ((uint64_t)64 << 20)
 #define BF__AUTO_BATCH_MIN 4
 
-int64_t bf__campaign_default_batch(const bf_model *m)
+int64_t bf_campaign_default_batch(const bf_model *m)
 {
     for (size_t i = 0; i < m->n_inputs; i++)
         if (m->inputs[i].ndim > 0 && m->inputs[i].dims[0] > 0) return BF_CAMPAIGN_BATCH_DEFAULT;

@@ -153,9 +153,6 @@ bf_status bf__campaign_gen_golden(bf_campaign *c, const bf_campaign_spec *spec, 
  * first integer input; NULL: none), and the model a generator decodes with
  * (before bf_model_bind_dims fixed its sequence axis) */
 const bf_tensor *bf__campaign_gen_prompts(const bf_model *m, const bf_dataset *ds);
-/* campaign_batch.c: the batch of a spec without "batch": 64, or less for a
- * model whose samples' activations are large (4 at the least) */
-int64_t bf__campaign_default_batch(const bf_model *m);
 const bf_model *bf__campaign_gen_model(const bf_model *m);
 bf_status bf__campaign_gen_worker(const bf_campaign *c, int idx, struct bf_generator **out, bf_error *err);
 struct bf__dx_weight;

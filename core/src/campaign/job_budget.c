@@ -123,7 +123,7 @@ bf_status bf_campaign_estimate(const bf_model *model, const bf_dataset *ds, cons
                             (long long)spec->batch);
     b.threads = opts && opts->threads > 0 ? opts->threads : 1;
     if (b.threads > 256) b.threads = 256;
-    b.batch = spec->batch ? spec->batch : bf__campaign_default_batch(model);
+    b.batch = spec->batch ? spec->batch : bf_campaign_default_batch(model);
     if (fixed_batch(model)) b.batch = fixed_batch(model);
     b.model_bytes = model_bytes(model);
     b.dataset_bytes = dataset_bytes(ds);
