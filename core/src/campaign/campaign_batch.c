@@ -5,9 +5,10 @@
  * chain alone), only the time: where a sample's activations are large, a
  * small batch keeps a layer's re-run in the core's caches. Measured on
  * 224x224 models (docs/perf/trials/resnet18.md, h48-batch; docs/perf/
- * trials/batch.md): resnet18's trials were fastest at 4 (12% faster than at
- * 64), mobilenet_v2's and ViT-S/16's too; at 2 threads ViT-S/16 at 64 did
- * not even fit the 4 GiB job memory. Where a sample's activations are small
+ * trials/batch.md): resnet18's trials were fastest at 4 (13% faster than at
+ * 64), mobilenet_v2's (against 2, 8 and 16) and ViT-S/16's (against 8 and
+ * 16) too; at 64 mobilenet_v2's campaign did not even fit the 4 GiB job
+ * memory at 1 thread, nor ViT-S/16's at 2. Where a sample's activations are small
  * (an LSTM, DLRM, the digits models) 64 is as fast or faster: the products'
  * rows are the batch. So the default is 64, halved while a batch's share of
  * the plan (its bytes per sample, from shapes) passes BF__AUTO_BATCH_BYTES,
@@ -44,6 +45,8 @@ int64_t bf_campaign_default_batch(const bf_model *m)
         return BF_CAMPAIGN_BATCH_DEFAULT;
     uint64_t per = (full.total_bytes - one.total_bytes) / (BF_CAMPAIGN_BATCH_DEFAULT - 1);
     int64_t b = BF_CAMPAIGN_BATCH_DEFAULT;
-    while (b > BF__AUTO_BATCH_MIN && (uint64_t)b * per > BF__AUTO_BATCH_BYTES) b /= 2;
+    /* per over the limit's share, not b x per: a hostile model's saturated
+     * estimate would overflow the product */
+    while (b > BF__AUTO_BATCH_MIN && per > BF__AUTO_BATCH_BYTES / (uint64_t)b) b /= 2;
     return b;
 }
