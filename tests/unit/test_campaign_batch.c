@@ -155,6 +155,7 @@ static void run(const bf_model *m, const bf_dataset *ds, int64_t batch, int64_t 
     bf_campaign_opts o = {.threads = 1, .on_trial = tc_keep, .user = out};
     if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("run: %s", err.msg);
     assert_int_equal(out->n, s.trials);
+    bf_campaign_result_free(&res);
     bf_campaign_free(c);
 }
 
