@@ -20,7 +20,6 @@
 
 #include "campaign/campaign_impl.h"
 #include "exec/plan_impl.h"
-#include "model/graph.h"
 
 /* a batch's bytes of plan at most this much: 64 for a model whose sample
  * takes at most 1 MiB (the LSTM's 0.6, DLRM's KiBs), 4 for one whose sample
@@ -30,9 +29,7 @@
 
 int64_t bf_campaign_default_batch(const bf_model *m)
 {
-    for (size_t i = 0; i < m->n_inputs; i++)
-        if (m->inputs[i].ndim > 0 && m->inputs[i].dims[0] > 0) return BF_CAMPAIGN_BATCH_DEFAULT;
-    if (bf_model_batch_statistics(m)) return BF_CAMPAIGN_BATCH_DEFAULT;
+    if (bf__model_fixed_batch(m) || bf_model_batch_statistics(m)) return BF_CAMPAIGN_BATCH_DEFAULT;
     bf_plan_opts po = {0};
     bf_plan_budget one, full;
     bf_error e = {0};

@@ -154,6 +154,10 @@ bf_status bf__campaign_gen_golden(bf_campaign *c, const bf_campaign_spec *spec, 
  * (before bf_model_bind_dims fixed its sequence axis) */
 const bf_tensor *bf__campaign_gen_prompts(const bf_model *m, const bf_dataset *ds);
 const bf_model *bf__campaign_gen_model(const bf_model *m);
+/* job_budget.c: the batch a model with a fixed batch dimension forces (its
+ * first input's dim 0), or 0; what the estimates and the default batch
+ * (campaign_batch.c) defer to */
+int64_t bf__model_fixed_batch(const bf_model *m);
 bf_status bf__campaign_gen_worker(const bf_campaign *c, int idx, struct bf_generator **out, bf_error *err);
 struct bf__dx_weight;
 bf_status bf__campaign_gen_trial(const bf_campaign *c, struct bf_generator *g, const struct bf__dx_weight *dw, size_t n_dw,
