@@ -248,7 +248,7 @@ ASAN_NO_C = core_layers|public_headers|clang_warnings|test_index|size_rules|open
 # reached by a script that stays). They run in test-release. tests/README.md,
 # "The seventeenth round", lists each with its ASan CPU-s and the ASan tests that
 # still cover its C; together ~180 of the ASan suite's ~700 CPU-s.
-ASAN_RELEASE_ONLY = cli_computed_operands|cli_test_shard|cli_test_campaign|cli_test_lm_diff|cli_test_lm_task|cli_test_tie_record|cli_test_campaign_generate|cli_test_names|cli_test_fuse|cli_fault_group_rows|daemon_test_flow|daemon_test_report|daemon_test_sse_docs|daemon_test_lm|conformance_kv_campaign|conformance_fault_groups_torch|conformance_det_ties|conformance_det_tolerance|conformance_seg_tolerance|conformance_nms_ties|stutz_quant|stutz_torch|stutz_ber|stutz_map|ops_torch_order|k8s_jobs_local|ci_templates
+ASAN_RELEASE_ONLY = cli_computed_operands|cli_default_batch_torch|cli_test_shard|cli_test_campaign|cli_test_lm_diff|cli_test_lm_task|cli_test_tie_record|cli_test_campaign_generate|cli_test_names|cli_test_fuse|cli_fault_group_rows|daemon_test_flow|daemon_test_report|daemon_test_sse_docs|daemon_test_lm|conformance_kv_campaign|conformance_fault_groups_torch|conformance_det_ties|conformance_det_tolerance|conformance_seg_tolerance|conformance_nms_ties|stutz_quant|stutz_torch|stutz_ber|stutz_map|ops_torch_order|k8s_jobs_local|ci_templates
 # Which build runs which test in `make test` (tests/README.md, "The twentieth
 # round", has the rule, and each shared test's kind and seconds in both builds):
 # - a test whose subject is C handling input (the daemon's routes, limits,
