@@ -186,7 +186,7 @@ Onnx__ValueInfoProto *tg_value_info(tg_graph *g, const char *name, int elem, int
                 d->dim_value = dims[i];
             } else {
                 d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
-                d->dim_param = tg_str(g, "batch");
+                d->dim_param = tg_str(g, dims[i] == -1 ? "batch" : "sequence");
             }
             sh->dim[sh->n_dim++] = d;
         }

@@ -63,8 +63,10 @@ Onnx__TensorProto *tg_init(tg_graph *g, const char *name, int type, int ndim, co
 Onnx__TensorProto *tg_init_f32(tg_graph *g, const char *name, int ndim, const int64_t *dims, const float *data);
 Onnx__TensorProto *tg_init_i64(tg_graph *g, const char *name, int ndim, const int64_t *dims, const int64_t *data);
 
-/* A tensor ValueInfoProto of element type `elem`: dims < 0 are the symbolic
- * "batch"; ndim < 0 declares no shape at all. Not appended anywhere. */
+/* A tensor ValueInfoProto of element type `elem`: a dim of -1 is the
+ * symbolic "batch", any other negative one the symbolic "sequence" (a second
+ * axis an eval set sizes, as an exported language model's); ndim < 0
+ * declares no shape at all. Not appended anywhere. */
 Onnx__ValueInfoProto *tg_value_info(tg_graph *g, const char *name, int elem, int ndim, const int64_t *dims);
 
 /* The graph as a packed ModelProto named `name` (malloc'd; the caller frees). */

@@ -15,6 +15,12 @@
  * With a BatchNormalization in training mode after the Reshape (R = 65536),
  * 64, capped at the eval set's 8 samples: 8, where the size alone says 4.
  *
+ * A model whose second axis is symbolic (x [N, S] times w, tiled 64 times
+ * to [N, 64S], Relu, averaged to 16 classes: 512S to 768S bytes a sample,
+ * the shape of a language model's sequence axis) is sized at the S its eval
+ * set binds (bf_model_bind_dims, as the CLI and the daemon call it before
+ * the campaign): S = 16 gives 64, S = 32768 (16-24 MiB a sample) gives 4.
+ *
  * What the default must not change: the records. The R = 65536 model's
  * 16 weight faults run at the default (4) and at "batch": 8 (the whole
  * eval set): every record the same bits. And `bf_campaign_estimate`, which
@@ -73,16 +79,37 @@ static bf_model *tiled(int64_t r, int batch_stats)
     return tg_load(&g, "tiled");
 }
 
-/* n samples of x (varied, some negative so the Relu masks) and labels */
-static bf_dataset *eval_set(int64_t n)
+/* x [N, S] (S symbolic) times w [1], tiled to [N, 64 S], Relu, reshaped to
+ * [N, 4 S, 16] and averaged over its middle axis */
+static bf_model *tiled_seq(void)
 {
-    float *x = malloc((size_t)n * D * sizeof *x);
+    tg_graph g = {0};
+    g.opset = 14;
+    g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 2, (int64_t[]){-1, -2});
+    g.outs[g.n_outs++] = tg_value_info(&g, "y", 1, 2, (int64_t[]){-1, D});
+    tg_init_f32(&g, "w", 1, (int64_t[]){1}, (float[]){0.75f});
+    tg_init_i64(&g, "reps", 1, (int64_t[]){2}, (int64_t[]){1, 64});
+    tg_init_i64(&g, "shape", 1, (int64_t[]){3}, (int64_t[]){0, -1, D});
+    tg_node(&g, "Mul", "mul", (const char *[]){"x", "w"}, 2, "xw");
+    tg_node(&g, "Tile", "tile", (const char *[]){"xw", "reps"}, 2, "t");
+    tg_node(&g, "Relu", "relu", (const char *[]){"t"}, 1, "h");
+    tg_node(&g, "Reshape", "reshape", (const char *[]){"h", "shape"}, 2, "h3");
+    Onnx__NodeProto *m = tg_node(&g, "ReduceMean", "mean", (const char *[]){"h3"}, 1, "y");
+    tg_attr_ints(&g, m, "axes", 1, (int64_t[]){1});
+    tg_attr_int(&g, m, "keepdims", 0);
+    return tg_load(&g, "tiled_seq");
+}
+
+/* n samples of x [n, d] (varied, some negative so the Relu masks) and labels */
+static bf_dataset *eval_set_d(int64_t n, int64_t d)
+{
+    float *x = malloc((size_t)(n * d) * sizeof *x);
     int64_t *lab = malloc((size_t)n * sizeof *lab);
     assert_non_null(x);
     assert_non_null(lab);
-    for (int64_t i = 0; i < n * D; i++) x[i] = (float)((i * 37) % 23) * 0.125f - 1.0f;
+    for (int64_t i = 0; i < n * d; i++) x[i] = (float)((i * 37) % 23) * 0.125f - 1.0f;
     for (int64_t i = 0; i < n; i++) lab[i] = (i * 5) % D;
-    th_st_tensor t[] = {{"x", "F32", 2, {n, D}, x, (size_t)n * D * sizeof *x},
+    th_st_tensor t[] = {{"x", "F32", 2, {n, d}, x, (size_t)(n * d) * sizeof *x},
                         {"labels", "I64", 1, {n}, lab, (size_t)n * sizeof *lab}};
     size_t len;
     uint8_t *buf = th_st_build(t, 2, &len);
@@ -94,6 +121,9 @@ static bf_dataset *eval_set(int64_t n)
     free(x);
     return ds;
 }
+
+/* n samples of x (varied, some negative so the Relu masks) and labels */
+static bf_dataset *eval_set(int64_t n) { return eval_set_d(n, D); }
 
 /* the batch a campaign of spec s settles on, checked against the job
  * estimate's */
@@ -127,6 +157,22 @@ static void default_follows_sample_size(void **state)
     bf_model_free(mid);
     bf_model_free(small);
     bf_dataset_free(ds);
+}
+
+/* the rule sizes a symbolic axis at the eval set's length */
+static void default_follows_bound_dims(void **state)
+{
+    (void)state;
+    int64_t lens[] = {16, 32768}, want[] = {64, 4};
+    for (int k = 0; k < 2; k++) {
+        bf_dataset *ds = eval_set_d(64, lens[k]);
+        bf_model *m = tiled_seq();
+        bf_error err = {0};
+        if (bf_model_bind_dims(&m, ds, &err) != BF_OK) fail_msg("bind: %s", err.msg);
+        assert_int_equal(settled(m, ds, spec(0)), want[k]);
+        bf_model_free(m);
+        bf_dataset_free(ds);
+    }
 }
 
 static void batch_statistics_keep_64(void **state)
@@ -183,6 +229,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(default_follows_sample_size),
+        cmocka_unit_test(default_follows_bound_dims),
         cmocka_unit_test(batch_statistics_keep_64),
         cmocka_unit_test(default_same_records),
     };
