@@ -78,8 +78,14 @@ sed 's/"seed": 7,/"seed": 7, "batch": 8,/' "$FX/specs/digits_weights.json" >"$tm
 sed -i "s|\.\./conformance/|$FX/conformance/|g" "$tmp/b8.json"
 check run_hint_batch 0 "$BF" run --local --threads 1 --job-memory 6M --format json --out "$tmp/b8.out" "$tmp/b8.json"
 check run_hint_cache 0 "$BF" run --local --threads 1 --job-memory 6M --cache-budget 1M --format json --out "$tmp/c1.out" "$FX/specs/digits_weights.json"
-check run_small 3 "$BF" run --local --threads 1 --job-memory 4M "$FX/specs/digits_weights.json"
-contains run_small "the campaign needs"
+check run_small 3 "$BF" run --local --threads 1 --job-memory 3M "$FX/specs/digits_weights.json"
+contains run_small "the campaign needs 7.5 MiB"
+# at 3M neither a smaller cache (the rest alone is 2.1 MiB at batch 64) nor a
+# smaller batch alone fits: the refusal names the --job-memory that does
+# (7.5 MiB rounded up to whole MiB), and that value passes the check
+contains run_small "with --job-memory 8M it fits"
+check run_hint_memory 0 "$BF" run --local --threads 1 --job-memory 8M --format json --out "$tmp/m8.out" "$FX/specs/digits_weights.json"
+check run_hint_memory_under 3 "$BF" run --local --threads 1 --job-memory 7M "$FX/specs/digits_weights.json"
 check data_limit 3 "$BF" eval --limit data.tensors=1 "$M" "$D"
 contains data_limit "(max_tensors)"
 check spec_limit 2 "$BF" run --local --limit spec.array=0 "$FX/specs/digits_weights.json"
