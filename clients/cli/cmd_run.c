@@ -371,30 +371,27 @@ static int spec_digest(const char *path, char out[65])
     return 0;
 }
 
-/* After a campaign was refused for memory: the largest smaller "batch" (a
- * power of two) whose campaign fits, which is what a user can change in the
- * spec (a campaign keeps every activation of a batch: docs/ENGINE.md), or
- * a smaller golden cache (what does not fit is recomputed); where neither
- * alone fits (a language model's logits, kept whole for every sample: the
- * model and its outputs dominate), the --job-memory that does, so the
- * refusal always ends with something to type. */
-static void suggest_batch(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *spec,
-                          const bf_campaign_opts *eo, int64_t batch, long long limit, uint64_t need)
+/* After a campaign was refused for memory (its estimate `now`): a smaller
+ * golden cache that fits (what does not fit is recomputed), and the largest
+ * smaller "batch" (a power of two) whose campaign fits, which is what a user
+ * can change in the spec (a campaign keeps every activation of a batch:
+ * docs/ENGINE.md); where neither alone fits (a language model's logits, kept
+ * whole for every sample: the model and its outputs dominate), the
+ * --job-memory that does, so the refusal always ends with something to type. */
+static void suggest_fit(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *spec,
+                        const bf_campaign_opts *eo, const bf_job_budget *now, long long limit)
 {
     int said = 0;
     bf_campaign_spec s = *spec;
-    bf_job_budget now;
-    bf_error e0 = {0};
-    if (bf_campaign_estimate(m, ds, spec, eo, &now, &e0) == BF_OK && now.cache_bytes > 0 &&
-        now.total_bytes - now.cache_bytes + ((uint64_t)1 << 20) <= (uint64_t)limit) {
-        uint64_t room = ((uint64_t)limit - (now.total_bytes - now.cache_bytes)) & ~(((uint64_t)1 << 20) - 1);
+    if (now->cache_bytes > 0 && now->total_bytes - now->cache_bytes + ((uint64_t)1 << 20) <= (uint64_t)limit) {
+        uint64_t room = ((uint64_t)limit - (now->total_bytes - now->cache_bytes)) & ~(((uint64_t)1 << 20) - 1);
         fprintf(stderr, "bitflip run: with --cache-budget %lluM it fits (values beyond the golden cache are "
                         "recomputed when a trial needs them: slower, the same results)\n",
                 (unsigned long long)(room >> 20));
         said = 1;
     }
-    for (int64_t b = 1; b < batch; b *= 2) {
-        int64_t try_b = batch / (2 * b) > 0 ? batch / (2 * b) : 1;
+    for (int64_t b = 1; b < now->batch; b *= 2) {
+        int64_t try_b = now->batch / (2 * b) > 0 ? now->batch / (2 * b) : 1;
         bf_error err = {0};
         bf_job_budget jb;
         s.batch = try_b;
@@ -410,10 +407,10 @@ static void suggest_batch(const bf_model *m, const bf_dataset *ds, const bf_camp
         if (try_b == 1) break;
     }
     /* whole MiB, rounded up, so the value printed is at least the estimate */
-    if (!said && need < UINT64_MAX - ((uint64_t)1 << 20))
+    if (!said && now->total_bytes < UINT64_MAX - ((uint64_t)1 << 20))
         fprintf(stderr, "bitflip run: with --job-memory %lluM it fits (the estimate above; the machine must have that "
                         "much free), or give the eval set fewer samples\n",
-                (unsigned long long)((need + ((uint64_t)1 << 20) - 1) >> 20));
+                (unsigned long long)((now->total_bytes + ((uint64_t)1 << 20) - 1) >> 20));
 }
 
 /* --stats' checkpoint line when the trials ran image-major (bf_campaign_result.ckpt.image_major) */
@@ -703,7 +700,7 @@ int cmd_run(int argc, char **argv)
                                .cache_budget = o.cache_budget};
         if (bf_campaign_estimate(m, ds, &spec, &eo, &jb, &err) != BF_OK) { rc = report_error("run", &err); goto out; }
         if ((rc = check_job_memory("run", "campaign", &jb, o.lim.job_memory)) != 0) {
-            suggest_batch(m, ds, &spec, &eo, jb.batch, o.lim.job_memory, jb.total_bytes);
+            suggest_fit(m, ds, &spec, &eo, &jb, o.lim.job_memory);
             goto out;
         }
     }

@@ -6,7 +6,7 @@ test_campaign_batch (tests/unit) checks the rule (core/src/campaign/
 campaign_batch.c, docs/CAMPAIGNS.md "batch") on graphs it builds; every real
 export in tests/fixtures/real is small enough to keep 64. This one exports
 mobilenet_v2 (weights=None, 10 classes; 9 MB at 224x224, so made here, never
-committed) at 224, 64 and 48 pixels and checks:
+committed) at 224, 80 and 48 pixels and checks:
 
 * the rule as documented: `bitflip info --json`'s plan memory at batches 1 and
   64 gives a sample's bytes, and the default (`campaign_batch`) is 64 halved
@@ -22,6 +22,11 @@ committed) at 224, 64 and 48 pixels and checks:
   rule (exit 3, the limit named), while the same spec without "batch" runs,
   `--stats` says the batch info said, and its records equal --exact's and
   those at "batch": 8, bit for bit.
+
+The sizes are picked so that each sample's plan bytes (50, 6.4 and 2.4 MiB)
+sit well inside their batch's band (over 8, 4-8 and 2-4 MiB): the plan's
+scratch differs a little with the CPU's kernels (under 1 MB at batch 64
+between AVX-512 and AVX2 here), which must not move a batch.
 
 usage: default_batch_torch.py BITFLIP WORKDIR
 """
@@ -88,7 +93,7 @@ def main():
 
     bad = 0
     batches = {}
-    for hw in (224, 64, 48):
+    for hw in (224, 80, 48):
         mp = os.path.join(work, "mobilenet_v2_%d.onnx" % hw)
         low, high = export(mp, hw)
         p = subprocess.run([bitflip, "info", "--json", mp], capture_output=True, text=True)
@@ -97,7 +102,7 @@ def main():
             return 1
         info = json.loads(p.stdout)
         plan = {e["batch"]: e["total_bytes"] for e in info["plan_memory"]}
-        per = (plan[FULL] - plan[1]) / (FULL - 1)
+        per = (plan[FULL] - plan[1]) // (FULL - 1)   # whole bytes, as campaign_batch.c
         got = info["campaign_batch"]
         batches[hw] = got
         print("%dx%d: %.2f MiB a sample in the plan (PyTorch's bounds %.2f-%.2f), default batch %d"
@@ -110,7 +115,7 @@ def main():
             print("FAIL: %d: a sample's %.2f MiB of plan lies outside PyTorch's activations, %.2f-%.2f MiB"
                   % (hw, per / MIB, low / MIB, high / MIB))
             bad += 1
-    if not batches[224] < batches[64] < batches[48] < FULL:
+    if not batches[224] < batches[80] < batches[48] < FULL:
         print("FAIL: the defaults %s do not fall below 64 as the image grows" % batches)
         bad += 1
 

@@ -88,7 +88,8 @@ bf_status bf_eval_estimate(const bf_model *model, const bf_dataset *ds, const bf
     b.threads = opts && opts->threads > 0 ? opts->threads : 1;
     if (b.threads > 64) b.threads = 64;
     b.batch = auto_batch ? EVAL_BATCH_DEFAULT : opts->batch;
-    if (bf__model_fixed_batch(model)) b.batch = bf__model_fixed_batch(model);
+    int64_t fixed = bf__model_fixed_batch(model);
+    if (fixed) b.batch = fixed;
     if (auto_batch && b.threads > 1 && samples < b.batch * b.threads) b.batch = (samples + b.threads - 1) / b.threads;
     if (b.batch > 0 && samples > 0 && b.threads > (samples + b.batch - 1) / b.batch)
         b.threads = (int)((samples + b.batch - 1) / b.batch);
@@ -123,7 +124,8 @@ bf_status bf_campaign_estimate(const bf_model *model, const bf_dataset *ds, cons
     b.threads = opts && opts->threads > 0 ? opts->threads : 1;
     if (b.threads > 256) b.threads = 256;
     b.batch = spec->batch ? spec->batch : bf_campaign_default_batch(model);
-    if (bf__model_fixed_batch(model)) b.batch = bf__model_fixed_batch(model);
+    int64_t fixed = bf__model_fixed_batch(model);
+    if (fixed) b.batch = fixed;
     b.model_bytes = model_bytes(model);
     b.dataset_bytes = dataset_bytes(ds);
     /* the stored golden weights, as floats: the rounded fp32 ones, or a
