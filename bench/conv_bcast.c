@@ -82,7 +82,7 @@ static int race_wpk(const bf__conv_params *cq, int imgs, int rounds, unsigned se
     float *wpk = rand_floats(cq->m * cq->kc), *flush = cold ? rand_floats(1 << 24) : NULL;
     memset(y1, 0xff, sizeof(float) * (size_t)ny);
     int bad = !bf__conv_bcast_pack(cq, wt, wpk) || !bf__conv_packed(cq, x, wt, bias, NULL, y0, scratch, -1, NULL) ||
-              !bf__conv_packed_wpk(cq, x, wt, wpk, bias, NULL, y1, scratch, -1, NULL) || memcmp(y0, y1, sizeof(float) * (size_t)ny);
+              !bf__conv_packed_wpk(cq, x, wt, wpk, bias, NULL, y1, scratch, -1, NULL, NULL) || memcmp(y0, y1, sizeof(float) * (size_t)ny);
     if (bad) fprintf(stderr, "bitflip-bench-bcast: %s: W packed once not taken or not the same bits\n", name);
     best[0] = best[1] = 1e9;
     volatile float sink = 0;
@@ -97,7 +97,7 @@ static int race_wpk(const bf__conv_params *cq, int imgs, int rounds, unsigned se
                     sink += acc;
                 }
                 double t0 = now();
-                bf__conv_packed_wpk(cq, x, wt, kx ? wpk : NULL, bias, NULL, kx ? y1 : y0, scratch, -1, NULL);
+                bf__conv_packed_wpk(cq, x, wt, kx ? wpk : NULL, bias, NULL, kx ? y1 : y0, scratch, -1, NULL, NULL);
                 t += now() - t0;
                 it++;
             } while (t < 0.2);

@@ -428,6 +428,24 @@ static const char *imaj_line(const bf_campaign_result *r, char *buf, size_t n)
     return buf;
 }
 
+/* --stats: what the trials' Conv re-runs left out, where they did: the
+ * partial sums they resumed from, the positions they computed alone */
+static void print_conv_skips(const bf_campaign_result *r, const char *p, const char *sep)
+{
+    if (r->psum.bytes)
+        fprintf(stderr,
+                "bitflip run: %s%spartial sums: the golden pass kept the sums inside K of %d Convs (%.1f MiB, "
+                "--cache-budget); %lld Conv re-runs whose input moved in one channel resumed from a checkpoint at or "
+                "before it, skipping %.2f%% of the Convs' re-run work (%.2f%% of all the trials' re-run work)\n",
+                p, sep, r->psum.convs, (double)r->psum.bytes / (1024.0 * 1024.0), (long long)r->psum.resumed,
+                100 * r->psum.conv_skipped, 100 * r->psum.skipped);
+    if (r->pos.runs)
+        fprintf(stderr,
+                "bitflip run: %s%spositions: %lld Conv re-runs computed only the output positions their moved input "
+                "reaches, %.1f%% of their batches' positions\n",
+                p, sep, (long long)r->pos.runs, r->pos.of ? 100.0 * (double)r->pos.positions / (double)r->pos.of : 0.0);
+}
+
 /* --stats: the run in one line (trials, rate, engine, threads, cache,
  * setup: what the bench scripts parse), then one line per engine part that ran,
  * in words: the differential engine (chain mode, full passes, the output
@@ -485,13 +503,7 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
                 (long long)r->chan_kinds.conv, (long long)r->chan_kinds.gate, (long long)r->chan_kinds.reduce,
                 (long long)(chan - kinds));
     }
-    if (r->psum.bytes)
-        fprintf(stderr,
-                "bitflip run: %s%spartial sums: the golden pass kept the sums inside K of %d Convs (%.1f MiB, "
-                "--cache-budget); %lld Conv re-runs whose input moved in one channel resumed from a checkpoint at or "
-                "before it, skipping %.2f%% of the Convs' re-run work (%.2f%% of all the trials' re-run work)\n",
-                p, sep, r->psum.convs, (double)r->psum.bytes / (1024.0 * 1024.0), (long long)r->psum.resumed,
-                100 * r->psum.conv_skipped, 100 * r->psum.skipped);
+    print_conv_skips(r, p, sep);
     if (r->full_reason && !r->exact) fprintf(stderr, "bitflip run: %s%sexact engine: %s\n", p, sep, r->full_reason);
     if (r->tail_ordered > 0)
         fprintf(stderr,

@@ -73,7 +73,7 @@ int main(int argc, char **argv)
      * the buffer the kernel reads, one float short for `w` */
     if (!bf__conv_bcast_pack(&cp, wt, full)) return 2;
     memcpy(wpk, full, (nw - (which == 'w')) * sizeof *wpk);
-    bf__conv_bcast(&cp, wt, wpk, 1, xp, buf, bias, NULL, y, NULL, 0);
+    bf__conv_bcast(&cp, wt, wpk, 1, xp, buf, bias, NULL, y, NULL, 0, NULL, 0);
     if (which != 'n') {
         printf("no report: %c one float short, and the Conv ran to the end\n", which);
         free(xp), free(wt), free(full), free(wpk), free(bias), free(y), free(buf);

@@ -18,42 +18,48 @@ bf_status th_run_op(const char *op_name, int64_t opset, bf__attr *attrs, size_t 
 /* channels: a Conv's outputs one channel at a time (bf__conv_channel) */
 static bf_status run_op(const char *op_name, int64_t opset, bf__attr *attrs, size_t n_attrs,
                         const bf_tensor *const *inputs, int n_in, bf_tensor *outputs, int n_out, const bf__act *act,
-                        const float *res, int res_a, const bf__bnorm *bn, int channels, int *packed, bf_error *err);
+                        const float *res, int res_a, const bf__bnorm *bn, int channels, int *packed, bf__cpos *cpos, bf_error *err);
 
 bf_status th_run_op_act(const char *op_name, int64_t opset, bf__attr *attrs, size_t n_attrs,
                         const bf_tensor *const *inputs, int n_in, bf_tensor *outputs, int n_out, const bf__act *act,
                         bf_error *err)
 {
-    return run_op(op_name, opset, attrs, n_attrs, inputs, n_in, outputs, n_out, act, NULL, 0, NULL, 0, NULL, err);
+    return run_op(op_name, opset, attrs, n_attrs, inputs, n_in, outputs, n_out, act, NULL, 0, NULL, 0, NULL, NULL, err);
 }
 
 bf_status th_run_conv_res(bf__attr *attrs, size_t n_attrs, const bf_tensor *const *inputs, int n_in, bf_tensor *out,
                           const bf__act *act, const float *res, int res_a, bf_error *err)
 {
-    return run_op("Conv", 13, attrs, n_attrs, inputs, n_in, out, 1, act, res, res_a, NULL, 0, NULL, err);
+    return run_op("Conv", 13, attrs, n_attrs, inputs, n_in, out, 1, act, res, res_a, NULL, 0, NULL, NULL, err);
 }
 
 bf_status th_run_conv_bn(bf__attr *attrs, size_t n_attrs, const bf_tensor *const *inputs, int n_in, bf_tensor *out,
                          const bf__act *act, const bf__bnorm *bn, const float *res, int res_a, bf_error *err)
 {
-    return run_op("Conv", 13, attrs, n_attrs, inputs, n_in, out, 1, act, res, res_a, bn, 0, NULL, err);
+    return run_op("Conv", 13, attrs, n_attrs, inputs, n_in, out, 1, act, res, res_a, bn, 0, NULL, NULL, err);
 }
 
 bf_status th_run_conv_wpk(bf__attr *attrs, size_t n_attrs, const bf_tensor *const *inputs, int n_in, bf_tensor *out,
                           const bf__act *act, const float *res, int res_a, int *packed, bf_error *err)
 {
-    return run_op("Conv", 13, attrs, n_attrs, inputs, n_in, out, 1, act, res, res_a, NULL, 0, packed, err);
+    return run_op("Conv", 13, attrs, n_attrs, inputs, n_in, out, 1, act, res, res_a, NULL, 0, packed, NULL, err);
+}
+
+bf_status th_run_conv_pos(bf__attr *attrs, size_t n_attrs, const bf_tensor *const *inputs, int n_in, bf_tensor *out,
+                          const bf__act *act, const float *res, int res_a, int *packed, bf__cpos *cpos, bf_error *err)
+{
+    return run_op("Conv", 13, attrs, n_attrs, inputs, n_in, out, 1, act, res, res_a, NULL, 0, packed, cpos, err);
 }
 
 bf_status th_run_conv_channels(bf__attr *attrs, size_t n_attrs, const bf_tensor *const *inputs, int n_in,
                                bf_tensor *out, bf_error *err)
 {
-    return run_op("Conv", 13, attrs, n_attrs, inputs, n_in, out, 1, NULL, NULL, 0, NULL, 1, NULL, err);
+    return run_op("Conv", 13, attrs, n_attrs, inputs, n_in, out, 1, NULL, NULL, 0, NULL, 1, NULL, NULL, err);
 }
 
 static bf_status run_op(const char *op_name, int64_t opset, bf__attr *attrs, size_t n_attrs,
                         const bf_tensor *const *inputs, int n_in, bf_tensor *outputs, int n_out, const bf__act *act,
-                        const float *res, int res_a, const bf__bnorm *bn, int channels, int *packed, bf_error *err)
+                        const float *res, int res_a, const bf__bnorm *bn, int channels, int *packed, bf__cpos *cpos, bf_error *err)
 {
     const bf__op *op = bf__op_find(op_name);
     if (!op) return bf_error_set(err, BF_EUNSUPPORTED, "no op %s", op_name);
@@ -82,10 +88,13 @@ static bf_status run_op(const char *op_name, int64_t opset, bf__attr *attrs, siz
     for (int i = 0; i < n_out; i++) {
         size_t nb = bf_tensor_nbytes(&outputs[i]);
         outputs[i].data = calloc(1, nb ? nb : 1);
+        /* a list of positions: the others keep what the caller filled in */
+        if (cpos && outputs[i].data) memset(outputs[i].data, POS_FILL, nb);
     }
     void *scratch = calloc(1, p->scratch ? p->scratch : 1);
     bf__ctx c = {.node = &node, .params = p->params, .n_in = n_in, .n_out = n_out,
-                 .in = inputs, .out = p->out, .scratch = scratch, .act = act, .res = res, .res_a = res_a, .bn = bn};
+                 .in = inputs, .out = p->out, .scratch = scratch, .act = act, .res = res, .res_a = res_a, .bn = bn,
+                 .cpos = cpos};
     bf__wpack *wp = NULL;
     if (packed) {   /* W packed once, as plan_build.c's find_packed asks for it */
         bf__step step = {.node = &node, .n_in = n_in, .n_out = n_out, .in = (const bf_tensor **)inputs,

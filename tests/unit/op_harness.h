@@ -45,6 +45,15 @@ bf_status th_run_conv_bn(bf__attr *attrs, size_t n_attrs, const bf_tensor *const
 bf_status th_run_conv_wpk(bf__attr *attrs, size_t n_attrs, const bf_tensor *const *inputs, int n_in, bf_tensor *out,
                           const bf__act *act, const float *res, int res_a, int *packed, bf_error *err);
 
+/* th_run_conv_wpk (packed NULL: no copy) with a list of output positions
+ * to compute alone (op.h, bf__cpos, as the differential engine's diffpos.c
+ * asks): out's other floats keep the bytes POS_FILL (each byte), the
+ * caller's golden output in the engine; cpos->used says whether the step
+ * took the list. */
+#define POS_FILL 0x7f
+bf_status th_run_conv_pos(bf__attr *attrs, size_t n_attrs, const bf_tensor *const *inputs, int n_in, bf_tensor *out,
+                          const bf__act *act, const float *res, int res_a, int *packed, bf__cpos *cpos, bf_error *err);
+
 /* A Conv (opset 13) computed one output channel at a time, as the
  * differential engine recomputes a channel (bf__conv_channel), into out[0]. */
 bf_status th_run_conv_channels(bf__attr *attrs, size_t n_attrs, const bf_tensor *const *inputs, int n_in,

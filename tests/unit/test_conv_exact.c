@@ -881,6 +881,7 @@ int main(void)
         cmocka_unit_test(conv_dwc8_takes_its_shapes),            /* test_conv_exact/dw8.c */
         cmocka_unit_test(conv_dwc8_runs_whole_blocks),           /* test_conv_exact/dw8.c */
         cmocka_unit_test(conv_pw_images_by_level),               /* test_conv_exact/dw8.c */
+        cmocka_unit_test(conv_positions_match_reference),        /* test_conv_exact/cpos.c */
     };
     return cmocka_run_group_tests(tests, NULL, cases_free);
 }

@@ -164,6 +164,12 @@ typedef struct bf_campaign_result {
         int64_t resumed;
         double skipped, conv_skipped;
     } psum;
+    /* Conv re-runs at the output positions their moved input reaches
+     * alone (docs/ENGINE.md, step 4): the re-runs, the positions they
+     * computed, and the positions of the batches they ran on. 0: none. */
+    struct {
+        int64_t runs, positions, of;
+    } pos;
     size_t param_bytes;       /* parameter-only values (a weight's Transpose, ...) computed once and
                                * held outside the cache's budget: weight-sized, docs/ENGINE.md */
     size_t param_copy_bytes;  /* ... and those left past its limit that the cache does not serve,

@@ -529,6 +529,9 @@ static void teardown(runner *rn, bf_campaign_result *acc)
             acc->param_copy_bytes += bf__dx_pv_copy_bytes(w->dx);
             acc->fused_activations += bf__dx_fused_runs(w->dx);
             acc->psum.resumed += bf__dx_psum_resumed(w->dx);
+            int64_t pr, pp, po;
+            bf__dx_pos_counts(w->dx, &pr, &pp, &po);
+            acc->pos.runs += pr, acc->pos.positions += pp, acc->pos.of += po;
             acc->chan_steps += bf__dx_chan_steps(w->dx);
             acc->out_batched += bf__dx_out_batched(w->dx);
             acc->out_in_place += bf__dx_out_in_place(w->dx, 0);

@@ -343,6 +343,9 @@ int64_t bf__dx_fused_runs(const bf__dx *dx);
  * the Conv's work they skipped (n_steps; bf__dx_work has the rest). */
 int64_t bf__dx_psum_resumed(const bf__dx *dx);
 const double *bf__dx_psum_skipped(const bf__dx *dx);
+/* Conv re-runs on a list of output positions (diffpos.c): how many, the
+ * positions computed, and those of their batches */
+void bf__dx_pos_counts(const bf__dx *dx, int64_t *runs, int64_t *positions, int64_t *of);
 /* How many steps this executor's trials ran on one channel of their output
  * (a batch each: diffchan.c). */
 int64_t bf__dx_chan_steps(const bf__dx *dx);

@@ -146,6 +146,18 @@ typedef struct bf__dx_plane {
     int64_t n_steps, n_planes;
 } bf__dx_plane;
 
+/* A Conv re-run at the positions its moved input reaches (diffpos.c), a
+ * worker's own: the marks of the input's and the output's positions that
+ * moved or are reached, the list of the output's (q), their room; and the
+ * re-runs so made, the positions they computed and those of their batches
+ * (--stats). */
+typedef struct bf__dx_pos {
+    unsigned char *in, *out;
+    int32_t *q;
+    size_t in_cap, out_cap, q_cap;
+    int64_t runs, done, all;
+} bf__dx_pos;
+
 struct bf__dx {
     const bf__dx_shared *sh;
     bf_plan *plan[2];
@@ -250,6 +262,7 @@ struct bf__dx {
     double *psum_skip;           /* per step: batches' worth of it skipped by partial-sum resumes */
     int64_t n_psum;              /* whole Conv re-runs resumed from a checkpoint (diffpsum.c) */
     bf__dx_plane plane;          /* plane-local Resize (diffplane.c): its own state */
+    bf__dx_pos pos;              /* Convs on the positions reached (diffpos.c): its own state */
 
     /* The graph's output Gemm over every batch at once: diffout.c's own
      * state and buffers (bf__out_init). */
@@ -382,6 +395,20 @@ typedef struct bf__psum_run {
 } bf__psum_run;
 void bf__psum_try(bf__dx *dx, bf_plan *p, int64_t b, size_t i, bf__psum_run *r);
 void bf__psum_done(bf__dx *dx, bf_plan *p, size_t i, const bf__psum_run *r);
+/* diffpos.c: around a trial's whole run of step i on batch b, after
+ * bf__psum_try. bf__pos_try sets up (r->on) a run of the Conv at the output
+ * positions its moved inputs reach alone, where they are few enough: the
+ * output's place then holds the golden output, and the run writes those
+ * positions. bf__pos_done clears it and counts what the run left out (in
+ * dx->work, with the resume pr's share). bf__pos_free: the state. */
+typedef struct bf__pos_run {
+    bf__cpos slot;
+    int64_t all;          /* the batch's output positions */
+    int on, add, last;
+} bf__pos_run;
+bf_status bf__pos_try(bf__dx *dx, bf_plan *p, int64_t b, size_t i, bf__pos_run *r, bf_error *err);
+void bf__pos_done(bf__dx *dx, bf_plan *p, size_t i, const bf__pos_run *r, const bf__psum_run *pr);
+void bf__pos_free(bf__dx *dx);
 /* Output o of such a step (or of a Conv whose one corrupted weight moved
  * channel c alone) compared with golden on channel c: DIRTY in channel c
  * (lazy) and 1, or GOLDEN, read from the cache again, and 0. */

@@ -260,6 +260,7 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
     memset(dx->state, UNLOADED, m->n_values);
     memset(dx->dch, 0, m->n_values * sizeof *dx->dch);
     p->psum = NULL;   /* a resume an error cut short */
+    p->cpos = NULL;   /* ... or a run on positions (diffpos.c) */
     memset(dx->dlazy, 0, m->n_values);
     memset(dx->dsrc, 0, m->n_values * sizeof *dx->dsrc);
     if ((st = bf__pv_batch(dx, p, b, err)) != BF_OK) return st;
@@ -309,6 +310,8 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
         if (!done && dx->param_hit[i] && (st = bf__dx_try_conv(dx, p, b, (size_t)i, &done, err)) != BF_OK) return st;
         bf__psum_run pr = {0};   /* a Conv whose input moved in one channel: resumed (diffpsum.c) */
         if (!done) bf__psum_try(dx, p, b, (size_t)i, &pr);
+        bf__pos_run qr = {0};   /* ... at the output positions its moved input reaches (diffpos.c) */
+        if (!done && (st = bf__pos_try(dx, p, b, (size_t)i, &qr, err)) != BF_OK) return st;
         if (!done && (st = bf__dx_run_fused(dx, p, b, (size_t)i, &done, err)) != BF_OK) return st;
         if (done == CHAN_DONE || done == FUSED_CHAN) {   /* one channel of its one output (diffchan.c) */
             int o = s->node->out[0];
@@ -325,6 +328,7 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
             dx->work[i] += 1.0;
         }
         bf__psum_done(dx, p, (size_t)i, &pr);
+        bf__pos_done(dx, p, (size_t)i, &qr, &pr);
         if (p->step_hit[i]) bf__plan_apply_value_faults(p, i);
         for (int j = 0; j < s->n_out; j++) {
             int o = s->node->out[j];

@@ -16,6 +16,7 @@ void bf__dx_free(bf__dx *dx)
     bf__chain_free(dx);
     bf__pv_free(dx);
     bf__plane_free(dx);
+    bf__pos_free(dx);
     bf__free(dx->state);
     bf__free(dx->param_hit);
     bf__free(dx->step_mark);

@@ -206,6 +206,21 @@ typedef struct bf__psum {
     int used;               /* set by the Conv: 1 when the sums were saved or loaded */
 } bf__psum;
 
+/* A Conv's outputs at some output positions alone (the differential
+ * engine's: diffpos.c): each listed position's every output channel,
+ * computed as the whole step computes it (the same chain over K, from +0
+ * or from a bf__psum checkpoint, the same epilogue), the others left as
+ * they are in y, which the caller filled with the golden output. Only the
+ * whole-step path through linalg_conv_bcast.c takes it, and only where the
+ * step's fused chain finishes in that kernel's epilogue (no BatchNorm or
+ * HardSwish after it); `used` says it did. Otherwise the step computes
+ * every position, which gives the listed ones the same bits. */
+typedef struct bf__cpos {
+    const int32_t *q;       /* output positions, image x (output plane size) + position in it, ascending */
+    int64_t n;
+    int used;               /* set by the Conv: 1 when it computed the listed positions alone */
+} bf__cpos;
+
 typedef struct bf__ctx {
     const bf__node *node;
     const void *params;             /* what prepare wrote */
@@ -239,6 +254,8 @@ typedef struct bf__ctx {
                                      * step's bits; out is then the Softmax's. NULL: none */
     bf__psum *psum;                 /* Conv, whole steps: partial sums saved or loaded (above);
                                      * NULL: none */
+    bf__cpos *cpos;                 /* Conv, whole steps: the output positions to compute alone
+                                     * (above); NULL: all */
 } bf__ctx;
 
 /* The `len` bytes at byte `off` of a row lookup's table: from x (input 0's

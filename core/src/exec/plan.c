@@ -150,6 +150,8 @@ static const float *packed_of(const bf_plan *p, size_t i)
 
 /* the differential engine's partial sums (plan_impl.h, psum) if step i is theirs */
 static bf__psum *psum_of(const bf_plan *p, size_t i) { return p->psum && p->psum_step == i ? p->psum : NULL; }
+/* ... and its output positions (plan_impl.h, cpos) */
+static bf__cpos *cpos_of(const bf_plan *p, size_t i) { return p->cpos && p->cpos_step == i ? p->cpos : NULL; }
 
 static double now_s(void)
 {
@@ -255,7 +257,7 @@ bf_status bf__plan_run_fused(bf_plan *p, size_t i, bf_error *err)
     int a, n, r = bf__plan_fused_last(p, i, &n, &a);
     bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
                  .in = s->in, .out = s->out, .scratch = p->scratch, .packed = packed_of(p, i),
-                 .psum = psum_of(p, i)};
+                 .psum = psum_of(p, i), .cpos = cpos_of(p, i)};
     if (r) fused_ctx(p, i, r, n, a, &c, &act, &bnorm);
     if (p->warm) warm(p, r ? &p->steps[r] : s, c.out, c.n_out);
     return s->node->op->run(&c, err);
@@ -357,7 +359,7 @@ static bf_status run_one(bf_plan *p, size_t i, int tfold, int pair, bf_error *er
     if (pair && p->tab.pwdw[i] && bf__plan_run_pwdw(p, i, p->scratch, p->scratch_bytes / sizeof(float))) return BF_OK;
     bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
                  .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs),
-                 .packed = packed_of(p, i), .bt = bt, .psum = psum_of(p, i)};
+                 .packed = packed_of(p, i), .bt = bt, .psum = psum_of(p, i), .cpos = cpos_of(p, i)};
     int a = 0, n = 0, r = p->fuse ? bf__plan_fused_last(p, i, &n, &a) : 0;
     if (r) fused_ctx(p, i, r, n, a, &c, &act, &bnorm);
     bf_status st = s->node->op->run(&c, err);
@@ -450,7 +452,7 @@ bf_status bf__plan_run_step(bf_plan *p, size_t i, bf_error *err)
     if (s->dyn) return bf__dyn_run_step(p, i, err);
     bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
                  .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs),
-                 .packed = packed_of(p, i), .psum = psum_of(p, i)};
+                 .packed = packed_of(p, i), .psum = psum_of(p, i), .cpos = cpos_of(p, i)};
     if (p->warm) warm(p, s, c.out, c.n_out);
     return s->node->op->run(&c, err);
 }

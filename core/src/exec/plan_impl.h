@@ -180,6 +180,10 @@ struct bf_plan {
      * around the one step by the engine (gcache.c, diffexec.c). */
     bf__psum *psum;
     size_t psum_step;
+    /* ... and its output positions to compute alone (op.h, bf__cpos;
+     * diffpos.c), set and cleared the same way; NULL: all */
+    bf__cpos *cpos;
+    size_t cpos_step;
     size_t n_fusable, n_fused;
     /* dynamic steps (plan_dyn.c): dyn_val[v] 1 when a dynamic step computes
      * v (its shape and data are the last run's); dyn_prep: the prepare

@@ -285,6 +285,15 @@ int64_t bf__conv_group_in(const bf__step *s);
 /* linalg_conv.c, for diffchain.c; each returns 0 if the step is not of
  * its kind. A Conv's input and output channels and positions per plane. */
 int bf__conv_shape(const bf__step *s, int64_t *c, int64_t *m, int64_t *isp, int64_t *osp);
+/* A 2-D Conv's window for diffpos.c: batch, input channels and map, output
+ * channels and map, kernel, strides, leading pads, dilations. 1 when its
+ * whole runs may take linalg_conv_bcast.c's kernel, the one path that
+ * computes a list of output positions alone (op.h, bf__cpos); 0 otherwise,
+ * or where the step is no Conv. */
+typedef struct bf__conv_geom {
+    int64_t n, c, h, w, m, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
+} bf__conv_geom;
+int bf__conv_pos_ok(const bf__step *s, bf__conv_geom *g);
 /* For element `index` of a Conv's weight (slot 1) or bias (slot 2): the
  * output channel it feeds, the input channel it reads (-1 for a bias), and
  * for each output position of a plane the input position its tap reads

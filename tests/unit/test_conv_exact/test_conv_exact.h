@@ -82,5 +82,6 @@ void conv_dw8_without_memory_leaves_y(void **state);      /* dw8.c */
 void conv_dwc8_takes_its_shapes(void **state);            /* dw8.c */
 void conv_dwc8_runs_whole_blocks(void **state);           /* dw8.c */
 void conv_pw_images_by_level(void **state);               /* dw8.c */
+void conv_positions_match_reference(void **state);        /* cpos.c */
 
 #endif

@@ -49,6 +49,13 @@ typedef struct bcast_job {
      * from one channel's input to the next's), the first k term of the last
      * block of 16 channels and that block's channels */
     int64_t plane, lastk, lastw;
+    /* the positions a list (bf__cpos, the differential engine's), not every
+     * position of the call's images in order: a position's own output row
+     * and column then decide its padding taps (bc_plan_tile) and its
+     * checkpoint row (bc_run); ipl: an image's output floats (m x osp), so
+     * pout[q] / ipl is its image and pout[q] % ipl its place in the map */
+    int sub;
+    int64_t ipl;
 } bcast_job;
 
 #if defined(__x86_64__) && defined(__GNUC__)

@@ -182,7 +182,8 @@ bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
  * (bf__conv_packed, bf__conv_res_direct) get it, and 1 says it is done; 0:
  * y is the bare Conv's, the Add and the activation still to do. */
 static int conv_channels(const bf__conv_params *cp, const float *x, const float *wt, const float *wpk,
-                         const float *bias, const bf__act *act, float *y, void *scratch, int64_t ch, bf__psum *ps)
+                         const float *bias, const bf__act *act, float *y, void *scratch, int64_t ch, bf__psum *ps,
+                         bf__cpos *cpos)
 {
     int res = act && act->res;
     if (cp->osp == 0 || cp->mg == 0) return 0;
@@ -205,7 +206,7 @@ static int conv_channels(const bf__conv_params *cp, const float *x, const float 
         return 0;
     }
     if (ch >= 0 && bf__conv_channel_windows(cp, x, wt, bias, y, scratch, ch)) return 0;
-    if (bf__conv_packed_wpk(cp, x, wt, wpk, bias, act, y, scratch, ch, ps)) return 1;
+    if (bf__conv_packed_wpk(cp, x, wt, wpk, bias, act, y, scratch, ch, ps, cpos)) return 1;
     bf__conv_im2col(cp, x, wt, bias, res ? NULL : act, y, scratch, ch);
     return !res;
 }
@@ -422,8 +423,12 @@ bf_status bf__conv_run(const bf__ctx *c, bf_error *err)
     const bf__act *act = bare ? NULL : c->act;
     if (bare && c->res && !c->bn && !c->act->hswish) ra = *c->act, ra.res = c->res, ra.res_a = c->res_a, act = &ra;
     /* c->packed: W as the model holds it, packed once (plan.c, packed_of) */
+    /* some positions alone (op.h, bf__cpos) only where the kernel's epilogue
+     * finishes the fused chain: a bare run's epilogue pass below would run
+     * again on the positions the caller filled with its golden output */
+    bf__cpos *cpos = bare && !act ? NULL : c->cpos;
     int done = conv_channels(cp, c->in[0]->data, c->in[1]->data, c->packed, cp->has_bias ? c->in[2]->data : NULL,
-                             act, c->out[0]->data, c->scratch, -1, c->psum);
+                             act, c->out[0]->data, c->scratch, -1, c->psum, cpos);
     if (bare && !(act && done)) conv_epilogue(cp, c, c->out[0]->data);
     return BF_OK;
 }
@@ -435,7 +440,7 @@ int bf__conv_channel(const bf__step *st, int slot, int64_t index, const float *x
     const bf__conv_params *cp = st->params;
     int64_t ch = slot == 2 ? index : cp->kc ? index / cp->kc : -1;
     if (ch < 0 || ch >= cp->m) return 0;
-    conv_channels(cp, x, wt, NULL, cp->has_bias ? bias : NULL, NULL, y, scratch, ch, NULL);
+    conv_channels(cp, x, wt, NULL, cp->has_bias ? bias : NULL, NULL, y, scratch, ch, NULL, NULL);
     return 1;
 }
 
@@ -446,7 +451,7 @@ int bf__conv_channel_epi(const bf__step *st, const bf__ctx *c, int64_t ch, void 
     if (ch < 0 || ch >= cp->m || cp->osp == 0) return 0;
     float *y = c->out[0]->data;
     conv_channels(cp, c->in[0]->data, c->in[1]->data, NULL, cp->has_bias ? c->in[2]->data : NULL, NULL, y, scratch, ch,
-                  NULL);
+                  NULL, NULL);
     /* conv_epilogue's operations on this channel's planes: elementwise, so
      * the chunks it cut the whole output into give the same bits; a clamp
      * a path's epilogue applies (not bare) is bf__act_apply's, as here */
@@ -478,6 +483,17 @@ int bf__conv_shape(const bf__step *st, int64_t *c, int64_t *m, int64_t *isp, int
     if (st->node->op->run != bf__conv_run) return 0;
     const bf__conv_params *cp = st->params;
     *c = cp->c, *m = cp->m, *isp = cp->isp, *osp = cp->osp;
+    return 1;
+}
+
+int bf__conv_pos_ok(const bf__step *st, bf__conv_geom *g)
+{
+    if (st->node->op->run != bf__conv_run) return 0;
+    const bf__conv_params *cp = st->params;
+    const bf__window *w = &cp->w;
+    if (cp->path != BF__CONV_IM2COL || !cp->bcast || w->rank != 2 || cp->osp <= 0 || cp->kc <= 0) return 0;
+    *g = (bf__conv_geom){cp->n, cp->c, w->in[1], w->in[2], cp->m, w->out[1], w->out[2], w->k[1], w->k[2],
+                         w->s[1], w->s[2], w->pb[1], w->pb[2], w->d[1], w->d[2]};
     return 1;
 }
 
@@ -516,7 +532,7 @@ int bf__conv_channel_n(const bf__step *st, int64_t oc, int64_t n, const float *x
     bf__conv_params cp = *(const bf__conv_params *)st->params;
     if (n > cp.n) return 0;   /* the scratch is the step's */
     cp.n = n;
-    conv_channels(&cp, x, wt, NULL, cp.has_bias ? bias : NULL, NULL, y, scratch, oc, NULL);
+    conv_channels(&cp, x, wt, NULL, cp.has_bias ? bias : NULL, NULL, y, scratch, oc, NULL, NULL);
     return 1;
 }
 

@@ -452,6 +452,20 @@ static void bc_plan_tile(const bcast_job *j, int64_t t0, int64_t t1, bc_sched *s
     if (sc->ncls == 1) {
         for (int64_t i = 0; i < n; i++) sc->ord[i] = (int32_t)i;
         cnt[0] = (int32_t)n;
+    } else if (j->sub) {
+        /* listed positions: each its own class, from its own row and column */
+        int64_t ow_n = j->win->out[2];
+        int8_t *kq = rk;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t r = j->pout[t0 + i] % j->ipl, oh = r / ow_n, ow = r % ow_n;
+            int c = 0;
+            while (c + 1 < sc->ncr && sc->crb[c] <= ow) c++;
+            int8_t rc = sc->rowcls[oh];
+            kq[i] = rc ? sc->corner[rc][sc->crc[c]] : sc->crc[c];
+            cnt[kq[i]]++;
+        }
+        for (int c = 0; c < sc->ncls; c++) start[c] = pos, pos += cnt[c];
+        for (int64_t i = 0; i < n; i++) sc->ord[start[kq[i]]++] = (int32_t)i;
     } else {
         int64_t ow_n = j->win->out[2], oh_n = j->win->out[1], r = t0 % j->osp, oh = r / ow_n, ow = r % ow_n;
         int nr = 0;
@@ -539,7 +553,11 @@ static void bc_run(const bcast_job *j, const float *wt, const float *wpk, int64_
             for (int64_t cb0 = j->load ? j->from / BF__CONV_CBLOCK : 0; cb0 < ncb; cb0 = cb1) {
                 cb1 = (cb0 / chb + 1) * chb < ncb ? (cb0 / chb + 1) * chb : ncb;
                 if (j->save && kq < j->nck && j->ckat[kq] / BF__CONV_CBLOCK < cb1) cb1 = j->ckat[kq] / BF__CONV_CBLOCK;
-                if (j->load && cb0 * BF__CONV_CBLOCK == j->from) memcpy(j->acc, j->load + ck, sizeof(float) * tfl);
+                if (j->load && cb0 * BF__CONV_CBLOCK == j->from && !j->sub) memcpy(j->acc, j->load + ck, sizeof(float) * tfl);
+                for (int64_t q = t0; j->load && j->sub && cb0 * BF__CONV_CBLOCK == j->from && q < t1; q++) {
+                    int64_t at = j->pout[q] / j->ipl * j->osp + j->pout[q] % j->ipl;   /* its row in the call's sums */
+                    memcpy(j->acc + (q - t0) * 64, j->load + (r0 / 64) * j->rstride + at * 64, sizeof(float) * 64);
+                }
                 /* the row block's slices: all of it at once (AVX-512's
                  * blocks: one slice of 16 nv rows), or 16 rows at a time
                  * (AVX2's: nv slices one after the other over the tile's
@@ -741,11 +759,12 @@ static int bc_neg_zero(const float *b, int64_t n)
 #endif
 
 void bf__conv_bcast(const bf__conv_params *cp, const float *wt, const float *wpk, int64_t ni, const float *xp,
-                    float *buf, const float *bias, const bf__act *act, float *y, bf__psum *ps, int64_t img0)
+                    float *buf, const float *bias, const bf__act *act, float *y, bf__psum *ps, int64_t img0,
+                    const int32_t *sel, int64_t nsel)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     const bf__window *w = &cp->w;
-    int64_t wpd = w->in[2] + w->pb[2] + w->pe[2], plane = bf__conv_padded_plane(w), npos = ni * cp->osp;
+    int64_t wpd = w->in[2] + w->pb[2] + w->pe[2], plane = bf__conv_padded_plane(w), npos = sel ? nsel : ni * cp->osp;
     float *acc = buf, *wb = acc + acc_floats(bf__conv_bcast_images(cp) * cp->osp);
     int32_t *off = (int32_t *)(wb + 64 * BF__CONV_CBLOCK * cp->ksp * bc_chunk(cp->ksp, bc_avx2(cp)));
     int32_t *pin = off + (((size_t)cp->kc + 15) & ~(size_t)15);
@@ -755,17 +774,26 @@ void bf__conv_bcast(const bf__conv_params *cp, const float *wt, const float *wpk
         for (int64_t tap = 0; tap < cp->ksp; tap++)
             off[bf__conv_krow(cp, c, tap)] =
                 (int32_t)(c * plane + tap / w->k[2] * w->d[1] * wpd + tap % w->k[2] * w->d[2]);
-    for (int64_t i = 0, q = 0; i < ni; i++)
+    for (int64_t i = 0, q = 0; i < ni && !sel; i++)
         for (int64_t oh = 0; oh < w->out[1]; oh++)
             for (int64_t ow = 0; ow < w->out[2]; ow++, q++) {
                 pin[q] = (int32_t)(i * cp->cg * plane + oh * w->s[1] * wpd + ow * w->s[2]);
                 pout[q] = (int32_t)(i * cp->m * cp->osp + oh * w->out[2] + ow);
             }
+    /* the listed positions (bf__cpos: the whole step's, ascending), in the
+     * call's images: the same tables for those alone */
+    for (int64_t q = 0; sel && q < nsel; q++) {
+        int64_t at = sel[q] - img0 * cp->osp, i = at / cp->osp, oh = at % cp->osp / w->out[2], ow = at % w->out[2];
+        pin[q] = (int32_t)(i * cp->cg * plane + oh * w->s[1] * wpd + ow * w->s[2]);
+        pout[q] = (int32_t)(i * cp->m * cp->osp + oh * w->out[2] + ow);
+    }
     bcast_job j = {xp, bias, act, y, acc, off, pin, pout, cp->kc, cp->ksp, cp->cg, cp->osp, NULL, NULL, 0, NULL, 0, 0, 0,
-                   wpk && bc_any_pad(w) && !bc_neg_zero(bias, cp->mg), w, bc_avx2(cp), plane, 0, 0};
+                   wpk && bc_any_pad(w) && !bc_neg_zero(bias, cp->mg), w, bc_avx2(cp), plane, 0, 0, sel != NULL, cp->m * cp->osp};
     j.lastk = (cp->cg - 1) / BF__CONV_CBLOCK * BF__CONV_CBLOCK * cp->ksp;
     j.lastw = cp->cg - (cp->cg - 1) / BF__CONV_CBLOCK * BF__CONV_CBLOCK;
-    if (ps && (ps->save ? bc_ckat_ok(ps->at, ps->n, cp->cg) : ps->load && ps->lk >= 0 && bc_ckat_ok(&ps->from, 1, cp->cg))) {
+    /* (a list of positions only ever resumes: the golden pass saves every position's sums) */
+    if (ps && (ps->save ? !sel && bc_ckat_ok(ps->at, ps->n, cp->cg)
+                        : ps->load && ps->lk >= 0 && bc_ckat_ok(&ps->from, 1, cp->cg))) {
         int64_t at = img0 * cp->osp * 64;
         j.rstride = cp->n * cp->osp * 64;
         j.slab = (cp->mg + 63) / 64 * j.rstride;
@@ -777,5 +805,6 @@ void bf__conv_bcast(const bf__conv_params *cp, const float *wt, const float *wpk
     bc_run(&j, wt, wpk, cp->mg, npos, wb, rowcls, &sc);
 #else
     (void)cp, (void)wt, (void)wpk, (void)ni, (void)xp, (void)buf, (void)bias, (void)act, (void)y, (void)ps, (void)img0;
+    (void)sel, (void)nsel;
 #endif
 }

@@ -595,11 +595,20 @@ int bf__conv_reorder(const bf__conv_params *cp, const float *wt, float *out)
 int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
                     const bf__act *act, float *y, void *scratch, int64_t ch, bf__psum *ps)
 {
-    return bf__conv_packed_wpk(cp, x, wt, NULL, bias, act, y, scratch, ch, ps);
+    return bf__conv_packed_wpk(cp, x, wt, NULL, bias, act, y, scratch, ch, ps, NULL);
+}
+
+/* A list of positions (bf__cpos), ascending: the end of those from `from`
+ * on that lie before output position `end` (a call's images' end) */
+static int64_t cpos_end(const bf__cpos *cpos, int64_t from, int64_t end)
+{
+    while (from < cpos->n && cpos->q[from] < end) from++;
+    return from;
 }
 
 int bf__conv_packed_wpk(const bf__conv_params *cp, const float *x, const float *wt, const float *wpk,
-                        const float *bias, const bf__act *act, float *y, void *scratch, int64_t ch, bf__psum *ps)
+                        const float *bias, const bf__act *act, float *y, void *scratch, int64_t ch, bf__psum *ps,
+                        bf__cpos *cpos)
 {
     const bf__window *w = &cp->w;
     if (cp->simd < BF_SGEMM_AVX2 || cp->nb != 1) return 0;
@@ -627,6 +636,7 @@ int bf__conv_packed_wpk(const bf__conv_params *cp, const float *x, const float *
     int bcast = padded && ch < 0 && cp->bcast &&
                 (size_t)((bimgs * cp->cg * plane + 15) & ~(int64_t)15) + bfl + (size_t)cp->mg + 16 <= room;
     if (bcast) imgs = bimgs;
+    if (!bcast) cpos = NULL;   /* some positions alone (op.h): the bcast kernel's own list */
     /* a first Conv (linalg_conv_stem.c), where prepare chose it: whole steps, one image a call, no residual */
     size_t sfl = (bf__conv_stem_floats(cp) + 15) & ~(size_t)15;
     int stem = padded && !bcast && ch < 0 && cp->stem && !(act && act->res) &&
@@ -657,7 +667,7 @@ int bf__conv_packed_wpk(const bf__conv_params *cp, const float *x, const float *
      * batch, so the first product's planes are all written either way) */
     int filled = padded && !inplace && bf__conv_fill_planes_ok(cp);
     if (padded && !inplace && !filled) memset(buf, 0, sizeof(float) * (size_t)(imgs * cp->cg * plane));
-    int64_t g0 = ch < 0 ? 0 : ch / cp->mg, g1 = ch < 0 ? cp->group : g0 + 1;
+    int64_t g0 = ch < 0 ? 0 : ch / cp->mg, g1 = ch < 0 ? cp->group : g0 + 1, sk = 0;   /* sk: cpos_end */
     int64_t j0 = ch < 0 ? 0 : ch % cp->mg, nj = ch < 0 ? cp->mg : 1;
     int kc = (int)cp->kc, osp = (int)cp->osp;
     for (int64_t n = 0; n < cp->n; n += imgs)
@@ -675,6 +685,9 @@ int bf__conv_packed_wpk(const bf__conv_params *cp, const float *x, const float *
             }
 #if defined(__x86_64__) && defined(__GNUC__)
             int64_t ni = cp->n - n < imgs ? cp->n - n : imgs;
+            int64_t s0 = sk, s1 = cpos ? cpos_end(cpos, sk, (n + ni) * cp->osp) : sk;
+            if (cpos && g + 1 == g1) sk = s1;
+            if (cpos && s1 == s0) continue;   /* none in these images: no planes, no call */
             if (filled) bf__conv_fill_planes(cp, xg, ni, buf, plane);
             /* the borders stay zero from the memset: only the inside changes per image */
             if (!inplace && !filled) bf__conv_copy_planes(cp, xg, ni, buf, plane);
@@ -688,7 +701,8 @@ int bf__conv_packed_wpk(const bf__conv_params *cp, const float *x, const float *
             }
             if (bcast) {
                 bf__conv_bcast(cp, wt + g * cp->mg * cp->kc, wpk ? wpk + g * cp->mg * cp->kc : NULL, ni, buf, tmp, bv,
-                               kact, yg, cp->group == 1 ? ps : NULL, n);
+                               kact, yg, cp->group == 1 ? ps : NULL, n, cpos ? cpos->q + s0 : NULL,
+                               cpos ? s1 - s0 : 0);
                 continue;
             }
             conv_pack pk = {inplace ? xg : buf, plane, wp, cp->cg, cp->ksp, w->k[2], w->out[2], w->s[1], w->d[1], w->d[2],
@@ -711,6 +725,7 @@ int bf__conv_packed_wpk(const bf__conv_params *cp, const float *x, const float *
                 }
 #endif
         }
+    if (cpos) cpos->used = 1;
     return 1;
 }
 

@@ -158,9 +158,12 @@ void bf__conv_im2col(const bf__conv_params *cp, const float *x, const float *wt,
 int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
                     const bf__act *act, float *y, void *scratch, int64_t ch, bf__psum *ps);
 /* the same, wpk: W packed once by bf__conv_bcast_pack (NULL: none), taken
- * where the step runs linalg_conv_bcast.c's kernel */
+ * where the step runs linalg_conv_bcast.c's kernel; cpos: the output
+ * positions to compute alone (op.h), taken by that kernel alone (cpos->used
+ * then set; NULL: all) */
 int bf__conv_packed_wpk(const bf__conv_params *cp, const float *x, const float *wt, const float *wpk,
-                        const float *bias, const bf__act *act, float *y, void *scratch, int64_t ch, bf__psum *ps);
+                        const float *bias, const bf__act *act, float *y, void *scratch, int64_t ch, bf__psum *ps,
+                        bf__cpos *cpos);
 /* linalg_conv_planes.c: a stride-1 2-D Conv of one image per product
  * straight off its padded planes on AVX-512, no panel packed, the bits
  * bf__conv_packed's product gives (bf__conv_planes_ok: the shapes and
@@ -195,7 +198,8 @@ int bf__conv_bcast_want(const bf__conv_params *cp);
 int64_t bf__conv_bcast_images(const bf__conv_params *cp);   /* images a call (planes of that many) */
 size_t bf__conv_bcast_floats(const bf__conv_params *cp);
 void bf__conv_bcast(const bf__conv_params *cp, const float *wt, const float *wpk, int64_t ni, const float *xp,
-                    float *buf, const float *bias, const bf__act *act, float *y, bf__psum *ps, int64_t img0);
+                    float *buf, const float *bias, const bf__act *act, float *y, bf__psum *ps, int64_t img0,
+                    const int32_t *sel, int64_t nsel);
 /* The partial sums (op.h, bf__psum) of bf__conv_bcast: its chunks of K
  * (*channels: the input channels of each but the last), and the floats of
  * one checkpoint of a whole step (0: one chunk, none).

@@ -1,0 +1,214 @@
+/* A Conv re-run at the output positions its moved input reaches alone
+ * (docs/ENGINE.md, step 4; core/src/diff/diffpos.c).
+ *
+ * The graph, built here, a residual block on 7x7 maps: x [N, 16, 7, 7] ->
+ * Conv A (64 channels, 3x3) -> Relu "ra" -> Conv B (64 channels, 3x3, K =
+ * 576: linalg_conv_bcast.c's kernel) -> Add(ra, b) -> Relu "rb" (the Add
+ * and Relu fused into B's epilogue, the residual as the Add's A) -> Conv C
+ * (the same shape) -> Relu -> GlobalAveragePool -> Flatten -> Gemm (4
+ * classes). 20 samples at batch 8: two full batches (one bcast call of 8
+ * images) and a partial one (a plan of 4).
+ *
+ * A permanent fault on one element of ra moves one position of one channel
+ * in every image: B's input there (its outputs in the 3x3 window around it
+ * move) and B's residual (that position itself), so B's re-run computes
+ * those positions alone; rb then moves on up to 9 positions, and C's
+ * re-run computes the up to 25 positions they reach. A weight fault in A
+ * moves a whole channel of ra, whose Relu leaves most positions moved:
+ * those re-runs mostly run whole (POS_SHARE), some on lists.
+ *
+ * Checked: every record of the differential engine is the exact engine's,
+ * bit for bit, on 1 and 2 threads and in a shard; and on a CPU with AVX2
+ * (where B and C take the kernel that computes a list) the value faults'
+ * re-runs did run on lists, of fewer positions than their batches hold.
+ * A reach that left out a window's taps (a mutation tried: each moved
+ * input position reaching its own output position alone) changes records
+ * here, and fails this test. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "bitflip/campaign.h"
+#include "bitflip/dataset.h"
+#include "bitflip/model.h"
+#include "campaign_check.h"
+#include "diff_graph.h"
+#include "exec/ops/sgemm.h"
+#include "onnx_graph.h"
+
+#define SAMPLES 20
+#define BATCH 8
+#ifdef BF_SANITIZED
+#define TRIALS 12
+#else
+#define TRIALS 30
+#endif
+#define CIN 16
+#define MID 128
+#define HW 7
+#define CLASSES 4
+
+static void build(bf_model **m, bf_dataset **ds)
+{
+    tg_graph g = {0};
+    uint64_t rng = 23;
+    g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 4, (int64_t[]){-1, CIN, HW, HW});
+    dg_conv(&g, &rng, "conv_a", "x", CIN, MID, 3, 1, 1, "a");
+    tg_node(&g, "Relu", "relu_a", (const char *const[]){"a"}, 1, "ra");
+    dg_conv(&g, &rng, "conv_b", "ra", MID, MID, 3, 1, 1, "b");
+    tg_node(&g, "Add", "add_b", (const char *const[]){"ra", "b"}, 2, "sb");
+    tg_node(&g, "Relu", "relu_b", (const char *const[]){"sb"}, 1, "rb");
+    dg_conv(&g, &rng, "conv_c", "rb", MID, MID, 3, 1, 1, "c");
+    tg_node(&g, "Relu", "relu_c", (const char *const[]){"c"}, 1, "rc");
+    dg_head(&g, &rng, "rc", MID, CLASSES);
+    size_t dl;
+    float *x = malloc(sizeof(float) * SAMPLES * CIN * HW * HW);
+    assert_non_null(x);
+    dg_fill(&rng, x, SAMPLES * CIN * HW * HW, 1.0);
+    dg_input in = {"x", 4, (int64_t[]){SAMPLES, CIN, HW, HW}, x};
+    uint8_t *db = dg_eval_set(&in, 1, SAMPLES, CLASSES, &rng, &dl);
+    *m = tg_load(&g, "pos");
+    dg_load_set(db, dl, "pos", ds);
+    free(x), free(db);
+}
+
+/* The residual moved where the Conv's input did not: x -> Conv A -> Relu
+ * "t" -> Conv S (5x5, pads 2, every weight 0 but the top left tap's: its
+ * output at (y, x) moves only where t moved at (y - 2, x - 2), a product
+ * by a weight of 0 leaving the sum's bits as they were) -> "s" -> Conv B
+ * (3x3) -> Add(t, b) -> Relu -> the head. A fault on t at p moves B's
+ * input at p + (2, 2) alone, whose window reaches p + (1..3, 1..3) and not
+ * p, where B's residual t moved: B's list must hold p too. */
+static void build_shift(bf_model **m, bf_dataset **ds)
+{
+    tg_graph g = {0};
+    uint64_t rng = 29;
+    g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 4, (int64_t[]){-1, CIN, HW, HW});
+    dg_conv(&g, &rng, "conv_a", "x", CIN, MID, 3, 1, 1, "a");
+    tg_node(&g, "Relu", "relu_a", (const char *const[]){"a"}, 1, "t");
+    int64_t wd[4] = {MID, MID, 5, 5}, bd[1] = {MID}, nw = MID * MID * 25;
+    float *w = tg_alloc(&g, sizeof(float) * (size_t)nw), *b = tg_alloc(&g, sizeof(float) * MID);
+    memset(w, 0, sizeof(float) * (size_t)nw);
+    for (int64_t o = 0; o < MID; o++) w[(o * MID + o) * 25] = 0.5f + 0.25f * dg_uniform(&rng);
+    dg_fill(&rng, b, MID, 0.1);
+    tg_init_f32(&g, "conv_s.weight", 4, wd, w);
+    tg_init_f32(&g, "conv_s.bias", 1, bd, b);
+    Onnx__NodeProto *n = tg_node(&g, "Conv", "conv_s", (const char *const[]){"t", "conv_s.weight", "conv_s.bias"}, 3, "s");
+    tg_attr_ints(&g, n, "kernel_shape", 2, (int64_t[]){5, 5});
+    tg_attr_ints(&g, n, "pads", 4, (int64_t[]){2, 2, 2, 2});
+    dg_conv(&g, &rng, "conv_b", "s", MID, MID, 3, 1, 1, "b");
+    tg_node(&g, "Add", "add_b", (const char *const[]){"t", "b"}, 2, "sb");
+    tg_node(&g, "Relu", "relu_b", (const char *const[]){"sb"}, 1, "rb");
+    dg_head(&g, &rng, "rb", MID, CLASSES);
+    size_t dl;
+    float *x = malloc(sizeof(float) * SAMPLES * CIN * HW * HW);
+    assert_non_null(x);
+    dg_fill(&rng, x, SAMPLES * CIN * HW * HW, 1.0);
+    dg_input in = {"x", 4, (int64_t[]){SAMPLES, CIN, HW, HW}, x};
+    uint8_t *db = dg_eval_set(&in, 1, SAMPLES, CLASSES, &rng, &dl);
+    *m = tg_load(&g, "pos_shift");
+    dg_load_set(db, dl, "pos_shift", ds);
+    free(x), free(db);
+}
+
+static bf_campaign_spec spec_of(char **tensors, bf_target target)
+{
+    bf_campaign_spec s = tc_base_spec(BATCH);
+    s.seed = 5;
+    s.trials = TRIALS;
+    s.tensors = tensors;
+    s.n_tensors = 1;
+    s.target = target;
+    s.bits = 1;
+    s.persistence = BF_PERSIST_PERMANENT;
+    return s;
+}
+
+/* spec s run exact (prep NULL) or on a prepared differential golden pass */
+static void run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, const bf_campaign_prep *prep,
+                int threads, int64_t shard, int64_t shards, bf_trial_record *out, bf_campaign_result *res)
+{
+    bf_campaign *c = NULL;
+    bf_error err = {0};
+    if (bf_campaign_create_prepared(m, ds, s, NULL, prep, &c, &err) != BF_OK) fail_msg("create: %s", err.msg);
+    tc_recs k = {out, 0};
+    bf_campaign_opts o = {.threads = threads, .exact = prep == NULL, .shard_index = shard, .shard_count = shards,
+                          .on_trial = tc_keep, .user = &k};
+    if (bf_campaign_run(c, &o, res, &err) != BF_OK) fail_msg("run: %s", err.msg);
+    assert_int_equal(res->trials_done, k.n);
+    bf_campaign_free(c);
+}
+
+/* exact and differential (1 and 2 threads, a shard of 2): the same
+ * records; the 1-thread run's lists in *pos */
+static void check_exact(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, const char *label,
+                        bf_campaign_result *pos)
+{
+    bf_trial_record ex[TRIALS], got[TRIALS];
+    bf_campaign_result res;
+    run(m, ds, s, NULL, 1, 0, 0, ex, &res);
+    bf_campaign_result_free(&res);
+    for (int t = 1; t <= 3; t++) {
+        bf_campaign_prep prep = {.differential = 1, .threads = t == 2 ? 2 : 1, .shard_index = t == 3,
+                                 .shard_count = t == 3 ? 2 : 0};
+        run(m, ds, s, &prep, t == 2 ? 2 : 1, t == 3, t == 3 ? 2 : 0, got, &res);
+        for (int64_t k = 0; k < res.trials_done; k++) tc_assert_same_record(&got[k], &ex[got[k].trial]);
+        printf("%s, %s: %lld Conv re-runs on lists, %lld of their batches' %lld positions\n", label,
+               t == 1 ? "1 thread" : t == 2 ? "2 threads" : "shard 1/2", (long long)res.pos.runs,
+               (long long)res.pos.positions, (long long)res.pos.of);
+        if (t == 1) pos->pos = res.pos;
+        bf_campaign_result_free(&res);
+    }
+}
+
+static void positions_match_exact(void **state)
+{
+    (void)state;
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    build(&m, &ds);
+    char *wa[] = {"conv_a.weight"}, *ra[] = {"ra"};
+    bf_campaign_spec sw = spec_of(wa, BF_TARGET_WEIGHTS), sv = spec_of(ra, BF_TARGET_ACTIVATIONS);
+    bf_campaign_result pw = {0}, pv = {0};
+    check_exact(m, ds, &sw, "conv_a.weight, 1 bit", &pw);
+    check_exact(m, ds, &sv, "relu_a's output, permanent", &pv);
+    if (bf__sgemm_best() < BF_SGEMM_AVX2) {
+        printf("no AVX2: B and C take another path, which computes every position\n");
+    } else {
+        /* B's and C's re-runs on lists, each of fewer positions than its batch */
+        assert_true(pv.pos.runs >= 2);
+        assert_true(pv.pos.positions > 0 && pv.pos.positions < pv.pos.of / 2);
+    }
+    bf_dataset_free(ds);
+    bf_model_free(m);
+}
+
+static void residual_outside_the_reach(void **state)
+{
+    (void)state;
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    build_shift(&m, &ds);
+    char *tv[] = {"t"};
+    bf_campaign_spec sv = spec_of(tv, BF_TARGET_ACTIVATIONS);
+    bf_campaign_result pv = {0};
+    check_exact(m, ds, &sv, "t, permanent (shifted)", &pv);
+    if (bf__sgemm_best() >= BF_SGEMM_AVX2) assert_true(pv.pos.runs > 0 && pv.pos.positions < pv.pos.of / 2);
+    bf_dataset_free(ds);
+    bf_model_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(positions_match_exact),
+        cmocka_unit_test(residual_outside_the_reach),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
