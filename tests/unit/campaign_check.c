@@ -189,6 +189,27 @@ void tc_keep(void *user, const bf_trial_record *rec)
     k->r[k->n++] = *rec;
 }
 
+bf_campaign *tc_create_prepared(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s,
+                                const bf_campaign_prep *prep)
+{
+    bf_campaign *c = NULL;
+    bf_error err = {0};
+    if (bf_campaign_create_prepared(m, ds, s, NULL, prep, &c, &err) != BF_OK) fail_msg("create: %s", err.msg);
+    return c;
+}
+
+void tc_run_keep(bf_campaign *c, int exact, int threads, int64_t shard, int64_t shards, bf_trial_record *out,
+                 bf_campaign_result *res)
+{
+    bf_error err = {0};
+    tc_recs k = {out, 0};
+    bf_campaign_opts o = {.threads = threads, .exact = exact, .shard_index = shard, .shard_count = shards,
+                          .on_trial = tc_keep, .user = &k};
+    if (bf_campaign_run(c, &o, res, &err) != BF_OK) fail_msg("run: %s", err.msg);
+    assert_int_equal(res->trials_done, k.n);
+    bf_campaign_free(c);
+}
+
 void tc_open_files(const char *model, const char *data, bf_model **m, bf_dataset **ds)
 {
     bf_error err = {0};

@@ -46,6 +46,15 @@ typedef struct tc_recs {
     int64_t n;
 } tc_recs;
 void tc_keep(void *user, const bf_trial_record *rec);
+/* bf_campaign_create_prepared of spec s (prep NULL: for the exact engine),
+ * failing the test with its message */
+bf_campaign *tc_create_prepared(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s,
+                                const bf_campaign_prep *prep);
+/* Runs c (exact: the exact engine) on `threads`, as shard `shard` of
+ * `shards` (0: whole), its records into out as they come (tc_keep), its
+ * result into res, asserting every trial reported; frees c */
+void tc_run_keep(bf_campaign *c, int exact, int threads, int64_t shard, int64_t shards, bf_trial_record *out,
+                 bf_campaign_result *res);
 
 /* The differential engine against the exact one (test_diff.c's rules, see
  * its top comment): trials compared one by one, every record the same bits

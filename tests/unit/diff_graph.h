@@ -136,6 +136,24 @@ static inline void dg_load_set(const uint8_t *db, size_t dl, const char *name, b
     if (bf_dataset_load_buffer(db, dl, dn, ds, &err) != BF_OK) fail_msg("eval set: %s", err.msg);
 }
 
+/* A graph whose one input is images "x" [samples, c, hw, hw], finished:
+ * the images uniform in [-1, 1), then random labels of `classes` (both
+ * drawn from rng in that order), the model loaded as NAME.onnx (tg_load)
+ * and the eval set as NAME.safetensors */
+static inline void dg_finish_images(tg_graph *g, uint64_t *rng, int64_t samples, int64_t c, int64_t hw, int classes,
+                                    const char *name, bf_model **m, bf_dataset **ds)
+{
+    size_t dl, n = (size_t)(samples * c * hw * hw);
+    float *x = malloc(sizeof(float) * n);
+    assert_non_null(x);
+    dg_fill(rng, x, n, 1.0);
+    dg_input in = {"x", 4, (int64_t[]){samples, c, hw, hw}, x};
+    uint8_t *db = dg_eval_set(&in, 1, samples, classes, rng, &dl);
+    *m = tg_load(g, name);
+    dg_load_set(db, dl, name, ds);
+    free(x), free(db);
+}
+
 /* the model as ONNX bytes (loaded as NAME.onnx) and its eval set, as a
  * user's files would be, failing the test with the loader's message; frees
  * neither buffer (test_diff_random writes them out first) */

@@ -67,15 +67,7 @@ static void build(bf_model **m, bf_dataset **ds)
     dg_conv(&g, &rng, "conv_c", "rb", MID, MID, 3, 1, 1, "c");
     tg_node(&g, "Relu", "relu_c", (const char *const[]){"c"}, 1, "rc");
     dg_head(&g, &rng, "rc", MID, CLASSES);
-    size_t dl;
-    float *x = malloc(sizeof(float) * SAMPLES * CIN * HW * HW);
-    assert_non_null(x);
-    dg_fill(&rng, x, SAMPLES * CIN * HW * HW, 1.0);
-    dg_input in = {"x", 4, (int64_t[]){SAMPLES, CIN, HW, HW}, x};
-    uint8_t *db = dg_eval_set(&in, 1, SAMPLES, CLASSES, &rng, &dl);
-    *m = tg_load(&g, "pos");
-    dg_load_set(db, dl, "pos", ds);
-    free(x), free(db);
+    dg_finish_images(&g, &rng, SAMPLES, CIN, HW, CLASSES, "pos", m, ds);
 }
 
 /* The residual moved where the Conv's input did not: x -> Conv A -> Relu
@@ -106,15 +98,7 @@ static void build_shift(bf_model **m, bf_dataset **ds)
     tg_node(&g, "Add", "add_b", (const char *const[]){"t", "b"}, 2, "sb");
     tg_node(&g, "Relu", "relu_b", (const char *const[]){"sb"}, 1, "rb");
     dg_head(&g, &rng, "rb", MID, CLASSES);
-    size_t dl;
-    float *x = malloc(sizeof(float) * SAMPLES * CIN * HW * HW);
-    assert_non_null(x);
-    dg_fill(&rng, x, SAMPLES * CIN * HW * HW, 1.0);
-    dg_input in = {"x", 4, (int64_t[]){SAMPLES, CIN, HW, HW}, x};
-    uint8_t *db = dg_eval_set(&in, 1, SAMPLES, CLASSES, &rng, &dl);
-    *m = tg_load(&g, "pos_shift");
-    dg_load_set(db, dl, "pos_shift", ds);
-    free(x), free(db);
+    dg_finish_images(&g, &rng, SAMPLES, CIN, HW, CLASSES, "pos_shift", m, ds);
 }
 
 static bf_campaign_spec spec_of(char **tensors, bf_target target)
@@ -134,15 +118,7 @@ static bf_campaign_spec spec_of(char **tensors, bf_target target)
 static void run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, const bf_campaign_prep *prep,
                 int threads, int64_t shard, int64_t shards, bf_trial_record *out, bf_campaign_result *res)
 {
-    bf_campaign *c = NULL;
-    bf_error err = {0};
-    if (bf_campaign_create_prepared(m, ds, s, NULL, prep, &c, &err) != BF_OK) fail_msg("create: %s", err.msg);
-    tc_recs k = {out, 0};
-    bf_campaign_opts o = {.threads = threads, .exact = prep == NULL, .shard_index = shard, .shard_count = shards,
-                          .on_trial = tc_keep, .user = &k};
-    if (bf_campaign_run(c, &o, res, &err) != BF_OK) fail_msg("run: %s", err.msg);
-    assert_int_equal(res->trials_done, k.n);
-    bf_campaign_free(c);
+    tc_run_keep(tc_create_prepared(m, ds, s, prep), prep == NULL, threads, shard, shards, out, res);
 }
 
 /* exact and differential (1 and 2 threads, a shard of 2): the same

@@ -95,15 +95,7 @@ static void build(bf_model **m, bf_dataset **ds)
     dg_conv(&g, &rng, "conv_b", "ra", MID, COUT, 3, 1, 1, "b");
     tg_node(&g, "Relu", "relu_b", (const char *const[]){"b"}, 1, "rb");
     dg_head(&g, &rng, "rb", COUT, CLASSES);
-    size_t dl;
-    float *x = malloc(sizeof(float) * SAMPLES * CIN * HW * HW);
-    assert_non_null(x);
-    dg_fill(&rng, x, SAMPLES * CIN * HW * HW, 1.0);
-    dg_input in = {"x", 4, (int64_t[]){SAMPLES, CIN, HW, HW}, x};
-    uint8_t *db = dg_eval_set(&in, 1, SAMPLES, CLASSES, &rng, &dl);
-    *m = tg_load(&g, "psum");
-    dg_load_set(db, dl, "psum", ds);
-    free(x), free(db);
+    dg_finish_images(&g, &rng, SAMPLES, CIN, HW, CLASSES, "psum", m, ds);
 }
 
 static bf_campaign_spec spec_of(char **tensors, bf_target target, int bits, bf_persistence persist)
@@ -124,16 +116,9 @@ static bf_campaign_spec spec_of(char **tensors, bf_target target, int bits, bf_p
 static void run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, const bf_campaign_prep *prep,
                 int plant, int threads, int64_t shard, int64_t shards, bf_trial_record *out, bf_campaign_result *res)
 {
-    bf_campaign *c = NULL;
-    bf_error err = {0};
-    if (bf_campaign_create_prepared(m, ds, s, NULL, prep, &c, &err) != BF_OK) fail_msg("create: %s", err.msg);
+    bf_campaign *c = tc_create_prepared(m, ds, s, prep);
     if (plant) assert_true(bf__dx_shared_psum_plant(c->golden.gdx, plant) > 0);
-    tc_recs k = {out, 0};
-    bf_campaign_opts o = {.threads = threads, .exact = prep == NULL, .shard_index = shard, .shard_count = shards,
-                          .on_trial = tc_keep, .user = &k};
-    if (bf_campaign_run(c, &o, res, &err) != BF_OK) fail_msg("run: %s", err.msg);
-    assert_int_equal(res->trials_done, k.n);
-    bf_campaign_free(c);
+    tc_run_keep(c, prep == NULL, threads, shard, shards, out, res);
 }
 
 /* exact and differential (1 and 2 threads, and a shard of 2): the same

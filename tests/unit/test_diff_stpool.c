@@ -75,15 +75,7 @@ static void build(bf_model **m, bf_dataset **ds)
     dg_conv(&g, &rng, "conv_b", "mp", STEM, COUT, 3, 1, 1, "b");
     tg_node(&g, "Relu", "relu_b", (const char *const[]){"b"}, 1, "rb");
     dg_head(&g, &rng, "rb", COUT, CLASSES);
-    size_t dl;
-    float *x = malloc(sizeof(float) * SAMPLES * 3 * HW * HW);
-    assert_non_null(x);
-    dg_fill(&rng, x, SAMPLES * 3 * HW * HW, 1.0);
-    dg_input in = {"x", 4, (int64_t[]){SAMPLES, 3, HW, HW}, x};
-    uint8_t *db = dg_eval_set(&in, 1, SAMPLES, CLASSES, &rng, &dl);
-    *m = tg_load(&g, "stpool");
-    dg_load_set(db, dl, "stpool", ds);
-    free(x), free(db);
+    dg_finish_images(&g, &rng, SAMPLES, 3, HW, CLASSES, "stpool", m, ds);
 }
 
 static bf_campaign_spec spec_of(char **tensors, bf_target target)

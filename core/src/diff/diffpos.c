@@ -24,20 +24,11 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/grow.h"
 #include "diff/diff_impl.h"
 
 /* The share of a batch's output positions past which the step runs whole */
 #define POS_SHARE 0.9
-
-static int grow(void **buf, size_t *cap, size_t need)
-{
-    if (need <= *cap) return 1;
-    size_t c = need + need / 2;
-    void *n = bf__realloc(*buf, c);
-    if (!n) return 0;
-    *buf = n, *cap = c;
-    return 1;
-}
 
 void bf__pos_free(bf__dx *dx)
 {
@@ -109,9 +100,9 @@ bf_status bf__pos_try(bf__dx *dx, bf_plan *p, int64_t b, size_t i, bf__pos_run *
             if (as->node->in[j] != s->node->out[0]) res = as->node->in[j];
     }
     int64_t ihw = g.h * g.w, ohw = g.oh * g.ow, all = g.n * ohw;
-    if (!grow((void **)&dx->pos.in, &dx->pos.in_cap, (size_t)(g.n * ihw)) ||
-        !grow((void **)&dx->pos.out, &dx->pos.out_cap, (size_t)all) ||
-        !grow((void **)&dx->pos.q, &dx->pos.q_cap, (size_t)all * sizeof(int32_t)))
+    if (!bf__grow(&dx->pos.in, &dx->pos.in_cap, (size_t)(g.n * ihw), 1, 0) ||
+        !bf__grow(&dx->pos.out, &dx->pos.out_cap, (size_t)all, 1, 0) ||
+        !bf__grow(&dx->pos.q, &dx->pos.q_cap, (size_t)all, sizeof(int32_t), 0))
         return bf__dx_oom(err);
     memset(dx->pos.in, 0, (size_t)(g.n * ihw));
     /* moved in one channel alone (diffchan.c's dch): the other channels are golden */
