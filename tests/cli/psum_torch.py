@@ -20,6 +20,14 @@ exact records; and where the CPU has AVX-512, `--stats` reports re-runs
 resumed from checkpoints (elsewhere B takes another path, and the test
 says so).
 
+Then the positions' lists (core/src/diff/diffpos.c) on the same export: a
+16-trial campaign of permanent single-bit faults in B's input (one element
+of one channel, in every image) moves B's input at one position, so B's
+re-run computes the 3x3 window around it alone, over the golden output.
+Its records must equal --exact's on 1 and 2 threads, and where the CPU has
+AVX2 (B's kernel then takes the list) `--stats` must report re-runs on
+lists.
+
 usage: psum_torch.py BITFLIP WORKDIR
 """
 import json
@@ -113,24 +121,43 @@ def main():
     if not inside:
         print("FAIL: the draw puts no checkpoint inside a chunk: the test no longer covers that case")
         return 1
-    avx512 = "avx512f" in open("/proc/cpuinfo").read().split()
+    flags = open("/proc/cpuinfo").read().split()
+    bad = against_exact(bitflip, sp, exact, work, "psum", r"(\d+) Conv re-runs whose input moved in one channel resumed",
+                        "avx512f" in flags, "re-runs resumed", "no AVX-512")
+
+    # the positions' lists: permanent faults in B's input
+    vp = os.path.join(work, "pos.json")
+    with open(vp, "w") as f:
+        json.dump({"model": mp, "dataset": dp, "seed": 5, "trials": 16, "batch": BATCH, "sampling": "uniform",
+                   "faults": {"target": "activations", "tensors": [convs[1].input[0]], "model": "bitflip",
+                              "bits": 1, "representation": "fp32", "persistence": "permanent"}}, f)
+    vexact, _ = run(bitflip, vp, os.path.join(work, "pos_exact.jsonl"), ["--exact", "--threads", "1"])
+    bad += against_exact(bitflip, vp, vexact, work, "pos", r"positions: (\d+) Conv re-runs computed only",
+                         "avx2" in flags, "re-runs on lists", "no AVX2")
+    return 1 if bad else 0
+
+
+def against_exact(bitflip, spec, exact, work, tag, count_re, need, what, why):
+    """the differential engine's records against exact's on 1 and 2 threads,
+    and the --stats count count_re reports above 0 where `need`; failures"""
     bad = 0
     for threads in ("1", "2"):
-        diff, err = run(bitflip, sp, os.path.join(work, "diff%s.jsonl" % threads), ["--threads", threads, "--stats"])
+        diff, err = run(bitflip, spec, os.path.join(work, "%s_diff%s.jsonl" % (tag, threads)),
+                        ["--threads", threads, "--stats"])
         off = [i for i, (a, b) in enumerate(zip(diff, exact)) if a != b]
-        m = re.search(r"(\d+) Conv re-runs whose input moved in one channel resumed", err)
-        resumed = int(m.group(1)) if m else 0
+        m = re.search(count_re, err)
+        n = int(m.group(1)) if m else 0
         if len(diff) != len(exact) or off:
-            print("FAIL: %s threads: %d of %d records differ from --exact (first: trial %s)"
-                  % (threads, len(off), len(exact), off[0] if off else "count"))
+            print("FAIL: %s, %s threads: %d of %d records differ from --exact (first: trial %s)"
+                  % (tag, threads, len(off), len(exact), off[0] if off else "count"))
             bad += 1
-        elif avx512 and not resumed:
-            print("FAIL: %s threads: no re-run resumed from a checkpoint on an AVX-512 CPU" % threads)
+        elif need and not n:
+            print("FAIL: %s, %s threads: no %s" % (tag, threads, what))
             bad += 1
         else:
-            print("ok: %s threads: %d records equal --exact's, %d re-runs resumed%s"
-                  % (threads, len(exact), resumed, "" if avx512 else " (no AVX-512: B takes another path)"))
-    return 1 if bad else 0
+            print("ok: %s, %s threads: %d records equal --exact's, %d %s%s"
+                  % (tag, threads, len(exact), n, what, "" if need else " (%s: B takes another path)" % why))
+    return bad
 
 
 if __name__ == "__main__":

@@ -2,8 +2,10 @@
  * (docs/ENGINE.md, step 4; core/src/diff/diffpos.c).
  *
  * The graph, built here, a residual block on 7x7 maps: x [N, 16, 7, 7] ->
- * Conv A (64 channels, 3x3) -> Relu "ra" -> Conv B (64 channels, 3x3, K =
- * 576: linalg_conv_bcast.c's kernel) -> Add(ra, b) -> Relu "rb" (the Add
+ * Conv A (128 channels, 3x3) -> Relu "ra" -> Conv B (128 channels, 3x3, K
+ * = 1152: linalg_conv_bcast.c's kernel, which prepare gives a Conv of one
+ * image a product: at 64 channels two 7x7 images share one, cp->nb) ->
+ * Add(ra, b) -> Relu "rb" (the Add
  * and Relu fused into B's epilogue, the residual as the Add's A) -> Conv C
  * (the same shape) -> Relu -> GlobalAveragePool -> Flatten -> Gemm (4
  * classes). 20 samples at batch 8: two full batches (one bcast call of 8
@@ -23,7 +25,9 @@
  * re-runs did run on lists, of fewer positions than their batches hold.
  * A reach that left out a window's taps (a mutation tried: each moved
  * input position reaching its own output position alone) changes records
- * here, and fails this test. */
+ * here, and fails this test; residual_outside_the_reach's graph (below)
+ * fails when the residual's positions are left out of the list. The same
+ * lists on torch.onnx.export's graph: tests/cli/psum_torch.py. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
