@@ -167,7 +167,7 @@ static void pointwise_paths(void)
                             bf__sgemm_bias(cp.simd, m, n, k, a, k, x + (int64_t)i * k * n, n, bias, &act,
                                            y[0] + (int64_t)i * m * n, n);
                     else if (v == 2)
-                        bf__conv_pwl(&cp, x, a, NULL, bias, &act, y[2], scratch);
+                        bf__conv_pwl(&cp, x, a, NULL, bias, &act, y[2], scratch, NULL);
                     else if (batched)
                         bf__conv_pw_batched(&cp, x, a, bias, &act, y[1], scratch);
                     else

@@ -149,7 +149,7 @@ static void squeeze(void)
                         for (int i = 0; i < NI; i++)
                             bf__sgemm_bias(cp.simd, m, 1, k, a, k, x + (int64_t)i * k, 1, bias, &act, y[0] + (int64_t)i * m, 1);
                     else if (v == 1) bf__conv_pw_batched(&cp, x, a, bias, &act, y[1], scratch);
-                    else bf__conv_pwl(&cp, x, a, NULL, bias, &act, y[2], scratch);
+                    else bf__conv_pwl(&cp, x, a, NULL, bias, &act, y[2], scratch, NULL);
                     it++;
                 } while (now() - t0 < 0.01);
                 double t = (now() - t0) / it;

@@ -28,6 +28,13 @@ Its records must equal --exact's on 1 and 2 threads, and where the CPU has
 AVX2 (B's kernel then takes the list) `--stats` must report re-runs on
 lists.
 
+Last the 1x1 Convs' lists on a second export, a mobilenet_v2 block on 7x7
+maps: Conv A (3x3) -> Relu -> Conv E (1x1, 64 -> 96) -> ReLU6 (a Clip) ->
+Conv F (1x1, 96 -> 64) -> + A's Relu -> Relu -> the head. Permanent faults
+in E's input re-run E and F alone, each on the positions the fault
+reaches: the 1x1 lanes' lists on AVX-512, the 1x1 product on gathered
+columns on AVX2 (docs/engine/positions.md). The same checks.
+
 usage: psum_torch.py BITFLIP WORKDIR
 """
 import json
@@ -69,6 +76,27 @@ def export(path):
     torch.onnx.export(net.eval(), torch.randn(2, CIN, HW, HW), path, opset_version=13, input_names=["x"],
                       output_names=["y"], dynamic_axes={"x": {0: "n"}, "y": {0: "n"}},
                       training=torch.onnx.TrainingMode.PRESERVE)
+
+
+def export_pw(path):
+    import torch
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Conv2d(CIN, 64, 3, padding=1)
+            self.e = torch.nn.Conv2d(64, 96, 1)
+            self.f = torch.nn.Conv2d(96, 64, 1)
+            self.fc = torch.nn.Linear(64, CLASSES)
+
+        def forward(self, x):
+            a = torch.relu(self.a(x))
+            y = torch.relu(a + self.f(torch.nn.functional.relu6(self.e(a))))
+            return self.fc(torch.flatten(torch.nn.functional.adaptive_avg_pool2d(y, 1), 1))
+
+    torch.manual_seed(1)
+    torch.onnx.export(Block().eval(), torch.randn(2, CIN, HW, HW), path, opset_version=13, input_names=["x"],
+                      output_names=["y"], dynamic_axes={"x": {0: "n"}, "y": {0: "n"}})
 
 
 def run(bitflip, spec, out, extra):
@@ -126,15 +154,27 @@ def main():
                         "avx512f" in flags, "re-runs resumed", "no AVX-512")
 
     # the positions' lists: permanent faults in B's input
-    vp = os.path.join(work, "pos.json")
-    with open(vp, "w") as f:
-        json.dump({"model": mp, "dataset": dp, "seed": 5, "trials": 16, "batch": BATCH, "sampling": "uniform",
-                   "faults": {"target": "activations", "tensors": [convs[1].input[0]], "model": "bitflip",
-                              "bits": 1, "representation": "fp32", "persistence": "permanent"}}, f)
-    vexact, _ = run(bitflip, vp, os.path.join(work, "pos_exact.jsonl"), ["--exact", "--threads", "1"])
-    bad += against_exact(bitflip, vp, vexact, work, "pos", r"positions: (\d+) Conv re-runs computed only",
-                         "avx2" in flags, "re-runs on lists", "no AVX2")
+    bad += lists_on(bitflip, work, "pos", mp, dp, convs[1].input[0], "avx2" in flags, "re-runs on lists")
+    # the 1x1 Convs' lists: permanent faults in E's input
+    pp = os.path.join(work, "pw.onnx")
+    export_pw(pp)
+    pconvs = [n for n in onnx.load(pp).graph.node if n.op_type == "Conv"]
+    bad += lists_on(bitflip, work, "pw", pp, dp, pconvs[1].input[0], "avx2" in flags, "1x1 re-runs on lists")
     return 1 if bad else 0
+
+
+def lists_on(bitflip, work, tag, model, dataset, value, need, what):
+    """16 permanent single-bit faults in `value` (a Conv's input): the
+    records against --exact's, and re-runs on lists where `need`; failures"""
+    spec = os.path.join(work, tag + ".json")
+    with open(spec, "w") as f:
+        json.dump({"model": model, "dataset": dataset, "seed": 5, "trials": 16, "batch": BATCH,
+                   "sampling": "uniform",
+                   "faults": {"target": "activations", "tensors": [value], "model": "bitflip", "bits": 1,
+                              "representation": "fp32", "persistence": "permanent"}}, f)
+    exact, _ = run(bitflip, spec, os.path.join(work, tag + "_exact.jsonl"), ["--exact", "--threads", "1"])
+    return against_exact(bitflip, spec, exact, work, tag, r"positions: (\d+) Conv re-runs computed only",
+                         need, what, "no AVX2")
 
 
 def against_exact(bitflip, spec, exact, work, tag, count_re, need, what, why):

@@ -428,6 +428,11 @@ const conv_case cases[] = {
      {0, 0, 0, 0}, 1, 0},
     {"1x1 lanes: stride 2, groups 2 of 16 rows and K 24 over 10x10", 2, 48, 10, 10, 32, 2, 1, 1, 2, 1, {0, 0, 0, 0}, 1,
      1},
+    /* a shape the product takes (K 160 <= 256 on 7x7 maps, mobilenet_v2's
+     * expansions), which the lanes take only with a list of positions
+     * (bf__conv_pwl_list_ok; test_conv_exact/cpos.c) */
+    {"1x1 lanes' list: 7x7 maps, 5 images, K 160, 64 rows, an Inf weight", 5, 160, 7, 7, 64, 1, 1, 1, 1, 1,
+     {0, 0, 0, 0}, 1, 1},
     {"1x1 stride 2 with padding: im2col's path still", 2, 32, 10, 10, 32, 1, 1, 1, 2, 1, {1, 1, 1, 1}, 1, 0},
     {"1x1 lanes' shape without a bias: the product instead", 2, 300, 7, 7, 16, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, 0},
     {"depthwise 3x3 stride 1", 2, 6, 9, 37, 6, 6, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},

@@ -26,8 +26,10 @@
  * A reach that left out a window's taps (a mutation tried: each moved
  * input position reaching its own output position alone) changes records
  * here, and fails this test; residual_outside_the_reach's graph (below)
- * fails when the residual's positions are left out of the list. The same
- * lists on torch.onnx.export's graph: tests/cli/psum_torch.py. */
+ * fails when the residual's positions are left out of the list.
+ * pointwise_lanes_match_exact does the same for the 1x1 lanes' lists
+ * (build_lanes). The same lists on torch.onnx.export's graph:
+ * tests/cli/psum_torch.py. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -55,6 +57,7 @@
 #endif
 #define CIN 16
 #define MID 128
+#define WIDE 192
 #define HW 7
 #define CLASSES 4
 
@@ -103,6 +106,30 @@ static void build_shift(bf_model **m, bf_dataset **ds)
     tg_node(&g, "Relu", "relu_b", (const char *const[]){"sb"}, 1, "rb");
     dg_head(&g, &rng, "rb", MID, CLASSES);
     dg_finish_images(&g, &rng, SAMPLES, CIN, HW, CLASSES, "pos_shift", m, ds);
+}
+
+/* The 1x1 lanes (linalg_conv_pwlanes.c) on 7x7 maps, a mobilenet_v2
+ * block's shape: x -> Conv A (3x3) -> Relu "ra" -> Conv E (1x1, 128 ->
+ * 192: K 128, a shape the lanes take with a list alone) -> Clip(0, 6) ->
+ * Conv F (1x1, 192 -> 128: a projection, the lanes' shape) -> Add(ra, f)
+ * -> Relu -> the head. A fault on ra at p moves E's input, and F's
+ * residual, at p alone: both re-run on lists of one position an image. */
+static void build_lanes(bf_model **m, bf_dataset **ds)
+{
+    tg_graph g = {.opset = 13};
+    uint64_t rng = 31;
+    g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 4, (int64_t[]){-1, CIN, HW, HW});
+    tg_init_f32(&g, "lo", 0, NULL, (float[]){0.0f});
+    tg_init_f32(&g, "hi", 0, NULL, (float[]){6.0f});
+    dg_conv(&g, &rng, "conv_a", "x", CIN, MID, 3, 1, 1, "a");
+    tg_node(&g, "Relu", "relu_a", (const char *const[]){"a"}, 1, "ra");
+    dg_conv(&g, &rng, "conv_e", "ra", MID, WIDE, 1, 1, 0, "e");
+    tg_node(&g, "Clip", "clip_e", (const char *const[]){"e", "lo", "hi"}, 3, "re");
+    dg_conv(&g, &rng, "conv_f", "re", WIDE, MID, 1, 1, 0, "pf");
+    tg_node(&g, "Add", "add_f", (const char *const[]){"ra", "pf"}, 2, "sf");
+    tg_node(&g, "Relu", "relu_f", (const char *const[]){"sf"}, 1, "rf");
+    dg_head(&g, &rng, "rf", MID, CLASSES);
+    dg_finish_images(&g, &rng, SAMPLES, CIN, HW, CLASSES, "pos_lanes", m, ds);
 }
 
 static bf_campaign_spec spec_of(char **tensors, bf_target target)
@@ -184,11 +211,36 @@ static void residual_outside_the_reach(void **state)
     bf_model_free(m);
 }
 
+/* The lanes' lists (AVX-512 alone: elsewhere E and F take kernels that
+ * compute every position), and a weight fault in E: one channel of its
+ * Clip moved wherever the Clip leaves it, F's re-runs on lists or whole */
+static void pointwise_lanes_match_exact(void **state)
+{
+    (void)state;
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    build_lanes(&m, &ds);
+    char *rv[] = {"ra"}, *we[] = {"conv_e.weight"};
+    bf_campaign_spec sv = spec_of(rv, BF_TARGET_ACTIVATIONS), sw = spec_of(we, BF_TARGET_WEIGHTS);
+    bf_campaign_result pv = {0}, pw = {0};
+    check_exact(m, ds, &sv, "ra, permanent (1x1 lanes)", &pv);
+    check_exact(m, ds, &sw, "conv_e.weight, 1 bit (1x1 lanes)", &pw);
+    if (bf__sgemm_best() >= BF_SGEMM_AVX512) {
+        assert_true(pv.pos.runs >= 2);
+        assert_true(pv.pos.positions > 0 && pv.pos.positions < pv.pos.of / 2);
+    } else {
+        printf("no AVX-512: E and F take the product, which computes every position\n");
+    }
+    bf_dataset_free(ds);
+    bf_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(positions_match_exact),
         cmocka_unit_test(residual_outside_the_reach),
+        cmocka_unit_test(pointwise_lanes_match_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -154,7 +154,8 @@ typedef struct bf__dx_plane {
 typedef struct bf__dx_pos {
     unsigned char *in, *out;
     int32_t *q;
-    size_t in_cap, out_cap, q_cap;   /* elements (base/grow.h) */
+    float *work;                     /* the 1x1 product's gather room (bf__cpos) */
+    size_t in_cap, out_cap, q_cap, work_cap;   /* elements (base/grow.h) */
     int64_t runs, done, all;
 } bf__dx_pos;
 

@@ -1,5 +1,5 @@
 /* A Conv re-run at the output positions its moved input reaches alone
- * (docs/ENGINE.md, step 4, "The positions a moved input reaches").
+ * (docs/ENGINE.md, step 4; docs/engine/positions.md).
  *
  * An output position of a Conv reads its input at the taps of its window
  * alone, and its residual operand (a fused Add's) at itself. Where a
@@ -35,6 +35,7 @@ void bf__pos_free(bf__dx *dx)
     bf__free(dx->pos.in);
     bf__free(dx->pos.out);
     bf__free(dx->pos.q);
+    bf__free(dx->pos.work);
 }
 
 /* Marks in mk (one byte a position of each of the n images, hw a map) the
@@ -82,8 +83,10 @@ bf_status bf__pos_try(bf__dx *dx, bf_plan *p, int64_t b, size_t i, bf__pos_run *
     const bf__step *s = &p->steps[i];
     int x = s->node->in[0];
     bf__conv_geom g;
+    int64_t work;   /* the 1x1 product's gather room (floats), 0: none */
     r->on = 0;
-    if (dx->param_hit[i] || p->step_hit[i] || s->dyn || x < 0 || dx->state[x] != DIRTY || !bf__conv_pos_ok(s, &g))
+    if (dx->param_hit[i] || p->step_hit[i] || s->dyn || x < 0 || dx->state[x] != DIRTY ||
+        !bf__conv_pos_ok(s, &g, &work))
         return BF_OK;
     for (int j = 1; j < s->n_in; j++)   /* a weight or bias computed at run time that moved */
         if (s->node->in[j] >= 0 && dx->state[s->node->in[j]] == DIRTY) return BF_OK;
@@ -102,7 +105,8 @@ bf_status bf__pos_try(bf__dx *dx, bf_plan *p, int64_t b, size_t i, bf__pos_run *
     int64_t ihw = g.h * g.w, ohw = g.oh * g.ow, all = g.n * ohw;
     if (!bf__grow(&dx->pos.in, &dx->pos.in_cap, (size_t)(g.n * ihw), 1, 0) ||
         !bf__grow(&dx->pos.out, &dx->pos.out_cap, (size_t)all, 1, 0) ||
-        !bf__grow(&dx->pos.q, &dx->pos.q_cap, (size_t)all, sizeof(int32_t), 0))
+        !bf__grow(&dx->pos.q, &dx->pos.q_cap, (size_t)all, sizeof(int32_t), 0) ||
+        (work && !bf__grow(&dx->pos.work, &dx->pos.work_cap, (size_t)work, sizeof(float), 0)))
         return bf__dx_oom(err);
     memset(dx->pos.in, 0, (size_t)(g.n * ihw));
     /* moved in one channel alone (diffchan.c's dch): the other channels are golden */
@@ -120,7 +124,7 @@ bf_status bf__pos_try(bf__dx *dx, bf_plan *p, int64_t b, size_t i, bf__pos_run *
     /* the output's place holds the golden output; the run writes the list */
     bf__dx_own(dx, p, y);
     memcpy(p->vals[y].data, bf__dx_golden(sh, y, b), bf_tensor_nbytes(&p->vals[y]));
-    r->slot = (bf__cpos){dx->pos.q, n, 0};
+    r->slot = (bf__cpos){dx->pos.q, n, 0, work ? dx->pos.work : NULL, work};
     r->all = all;
     r->on = 1, r->add = add, r->last = last;
     p->cpos = &r->slot;

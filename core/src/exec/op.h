@@ -211,14 +211,18 @@ typedef struct bf__psum {
  * computed as the whole step computes it (the same chain over K, from +0
  * or from a bf__psum checkpoint, the same epilogue), the others left as
  * they are in y, which the caller filled with the golden output. Only the
- * whole-step path through linalg_conv_bcast.c takes it, and only where the
- * step's fused chain finishes in that kernel's epilogue (no BatchNorm or
- * HardSwish after it); `used` says it did. Otherwise the step computes
- * every position, which gives the listed ones the same bits. */
+ * whole-step paths through linalg_conv_bcast.c, the 1x1 lanes
+ * (linalg_conv_pwlanes.c) and the 1x1 product on gathered columns
+ * (linalg_conv_pwlist.c) take it, and only where the step's fused chain
+ * finishes in that kernel's epilogue (no BatchNorm or HardSwish after it);
+ * `used` says it did. Otherwise the step computes every position, which
+ * gives the listed ones the same bits. */
 typedef struct bf__cpos {
     const int32_t *q;       /* output positions, image x (output plane size) + position in it, ascending */
     int64_t n;
     int used;               /* set by the Conv: 1 when it computed the listed positions alone */
+    float *work;            /* room to gather in (the 1x1 product's, linalg_conv_pwlist.c), or NULL */
+    int64_t work_floats;
 } bf__cpos;
 
 typedef struct bf__ctx {

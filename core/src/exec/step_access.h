@@ -287,13 +287,16 @@ int64_t bf__conv_group_in(const bf__step *s);
 int bf__conv_shape(const bf__step *s, int64_t *c, int64_t *m, int64_t *isp, int64_t *osp);
 /* A 2-D Conv's window for diffpos.c: batch, input channels and map, output
  * channels and map, kernel, strides, leading pads, dilations. 1 when its
- * whole runs may take linalg_conv_bcast.c's kernel, the one path that
- * computes a list of output positions alone (op.h, bf__cpos); 0 otherwise,
- * or where the step is no Conv. */
+ * whole runs may take linalg_conv_bcast.c's kernel, the 1x1 lanes
+ * (linalg_conv_pwlanes.c) or the 1x1 product on gathered columns
+ * (linalg_conv_pwlist.c: then *work is the gather room it needs, in
+ * floats; 0 for the others), the paths that compute a list of output
+ * positions alone (op.h, bf__cpos); 0 otherwise, or where the step is no
+ * Conv. */
 typedef struct bf__conv_geom {
     int64_t n, c, h, w, m, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
 } bf__conv_geom;
-int bf__conv_pos_ok(const bf__step *s, bf__conv_geom *g);
+int bf__conv_pos_ok(const bf__step *s, bf__conv_geom *g, int64_t *work);
 /* For element `index` of a Conv's weight (slot 1) or bias (slot 2): the
  * output channel it feeds, the input channel it reads (-1 for a bias), and
  * for each output position of a plane the input position its tap reads

@@ -169,6 +169,9 @@ bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
         /* several small images per product (linalg_conv_pointwise.c), or
          * the output channels in the lanes (linalg_conv_pwlanes.c) */
         cp->scratch_floats = bf__conv_pwl_want(cp) ? bf__conv_pwl_floats(cp) : bf__conv_pw_floats(cp);
+        /* room for the lanes' run on a list of positions (op.h, bf__cpos) */
+        if (bf__conv_pwl_list_ok(cp) && bf__conv_pwl_floats(cp) > cp->scratch_floats)
+            cp->scratch_floats = bf__conv_pwl_floats(cp);
         p->scratch = cp->scratch_floats * sizeof(float);
     }
     int64_t dims[5] = {cp->n, m};
@@ -190,7 +193,10 @@ static int conv_channels(const bf__conv_params *cp, const float *x, const float 
     /* the 1x1 lanes (linalg_conv_pwlanes.c), unit or strided, whole steps:
      * on W packed once where the plan passed the copy; the residual Add and
      * the activation in their epilogue */
-    if (ch < 0 && bf__conv_pwl_want(cp) && bf__conv_pwl(cp, x, wt, wpk, bias, act, y, scratch)) return act != NULL;
+    int lanes = cpos ? bf__conv_pwl_list_ok(cp) : bf__conv_pwl_want(cp);
+    if (ch < 0 && lanes && bf__conv_pwl(cp, x, wt, wpk, bias, act, y, scratch, cpos)) return act != NULL;
+    /* a list elsewhere: the 1x1 product on its gathered columns */
+    if (ch < 0 && cpos && bf__conv_pw_list(cp, x, wt, bias, act, y, cpos)) return act != NULL;
     if (cp->path != BF__CONV_IM2COL) {
         if (res && !bf__conv_res_direct(cp)) act = NULL;
         bf__conv_direct(cp, x, wt, bias, act, y, ch, scratch);
@@ -486,12 +492,18 @@ int bf__conv_shape(const bf__step *st, int64_t *c, int64_t *m, int64_t *isp, int
     return 1;
 }
 
-int bf__conv_pos_ok(const bf__step *st, bf__conv_geom *g)
+int bf__conv_pos_ok(const bf__step *st, bf__conv_geom *g, int64_t *work)
 {
+    *work = 0;
     if (st->node->op->run != bf__conv_run) return 0;
     const bf__conv_params *cp = st->params;
     const bf__window *w = &cp->w;
-    if (cp->path != BF__CONV_IM2COL || !cp->bcast || w->rank != 2 || cp->osp <= 0 || cp->kc <= 0) return 0;
+    /* the kernels that take a list: the bcast kernel's, the 1x1 lanes',
+     * the 1x1 product on gathered columns */
+    int lanes = bf__conv_pwl_list_ok(cp) && !bf__conv_pws_ok(cp), gather = !lanes && bf__conv_pw_list_ok(cp);
+    if (!(cp->path == BF__CONV_IM2COL && cp->bcast) && !lanes && !gather) return 0;
+    if (w->rank != 2 || cp->osp <= 0 || cp->kc <= 0) return 0;
+    if (gather) *work = bf__conv_pw_list_floats(cp->c, cp->m, cp->osp);
     *g = (bf__conv_geom){cp->n, cp->c, w->in[1], w->in[2], cp->m, w->out[1], w->out[2], w->k[1], w->k[2],
                          w->s[1], w->s[2], w->pb[1], w->pb[2], w->d[1], w->d[2]};
     return 1;

@@ -30,7 +30,15 @@
  * convolution path"). W is packed a chunk at a time per call (faults
  * rewrite it between runs) unless the plan passes the model's own W packed once
  * (bf__conv_pwl_pack, base/wpack.h), which it does only while the step
- * reads the model's tensor itself (plan.c, packed_of). */
+ * reads the model's tensor itself (plan.c, packed_of).
+ *
+ * A list of output positions (op.h, bf__cpos: the differential engine's
+ * re-run of the positions a moved input reaches, diffpos.c) takes the
+ * same tiles with only their listed positions in the blocks: pin gives
+ * each its first float as it gives every position, so each listed output
+ * has the same chain, and the epilogue gathers and scatters its lanes by
+ * their places in y (pl_epilogue_list: the same operations on the same
+ * sums, 16 listed positions at a time). */
 #include <stdint.h>
 #include <string.h>
 
@@ -238,6 +246,46 @@ AVX512 static void pl_epilogue(const bf__conv_params *cp, const float *acc, int6
         }
 }
 
+/* pl_epilogue for a tile's npos listed positions (sq: their q, image x osp
+ * + position, of the whole step; n0: the tile's first image): the same
+ * operations on each, 16 at a time, their lanes read from and written to
+ * their own places in y (a gather and a scatter instead of a row's load
+ * and store) */
+AVX512 static void pl_epilogue_list(const bf__conv_params *cp, const float *acc, int64_t npos, const int32_t *sq,
+                                    int64_t n0, int64_t r0, int nv, const float *bias, const bf__act *act,
+                                    float *yg, const float *rg)
+{
+    const int64_t osp = cp->osp, img = cp->m * osp;
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512 lo = _mm512_set1_ps(act ? act->lo : 0.0f), hi = _mm512_set1_ps(act ? act->hi : 0.0f);
+    for (int64_t j0 = 0; j0 < npos; j0 += 16) {
+        int np = npos - j0 < 16 ? (int)(npos - j0) : 16;
+        __mmask16 km = (__mmask16)(np == 16 ? 0xffffu : (1u << np) - 1u);
+        int32_t ix[16] = {0};
+        for (int l = 0; l < np; l++) {
+            int64_t q = sq[j0 + l] - n0 * osp;
+            ix[l] = (int32_t)(q / osp * img + q % osp);   /* pl_list_fits: under 2^31 */
+        }
+        const __m512i at = _mm512_loadu_si512(ix);
+        const float *a = acc + j0 * 64;
+        for (int v = 0; v < nv; v++) {
+            __m512 t[16];
+            for (int l = 0; l < 16; l++) t[l] = l < np ? _mm512_loadu_ps(a + l * 64 + 16 * v) : _mm512_setzero_ps();
+            bf__transpose16(t);
+            for (int c = 0; c < 16; c++) {
+                int64_t ch = r0 + 16 * v + c;
+                __m512 u = add_first(_mm512_mul_ps(one, t[c]), _mm512_set1_ps(bias[ch]));
+                if (rg) {
+                    __m512 r = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), km, at, rg + ch * osp, 4);
+                    u = act->res_a ? add_first(r, u) : add_first(u, r);
+                }
+                if (act) u = _mm512_min_ps(hi, _mm512_max_ps(lo, u));
+                _mm512_mask_i32scatter_ps(yg + ch * osp, km, at, u, 4);
+            }
+        }
+    }
+}
+
 /* K's chunks: near-equal whole 16s, at most PL_KC (320: 160 and 160) */
 static int64_t pl_kstep(int64_t kc)
 {
@@ -253,7 +301,7 @@ static int pl_nv(int64_t nvec, int64_t b)
 }
 
 AVX512 static void pl_run(const bf__conv_params *cp, const float *x, const float *wt, const float *wpk,
-                          const float *bias, const bf__act *act, float *y, float *scratch)
+                          const float *bias, const bf__act *act, float *y, float *scratch, const bf__cpos *cpos)
 {
     float *acc = scratch, *wb = acc + acc_floats(cp);
     int32_t *pin = (int32_t *)(wb + (size_t)PL_KC * 64);
@@ -262,14 +310,22 @@ AVX512 static void pl_run(const bf__conv_params *cp, const float *x, const float
     /* a k term's floats are isp apart (one input plane); positions at the stride */
     const int64_t isp = cp->isp, ow = cp->w.out[2], iw = cp->w.in[2], sh = cp->w.s[1], sw = cp->w.s[2];
     for (int64_t g = 0; g < cp->group; g++)
-        for (int64_t n0 = 0; n0 < cp->n; n0 += imgs) {
+        for (int64_t n0 = 0, sk = 0; n0 < cp->n; n0 += imgs) {
             int64_t ni = cp->n - n0 < imgs ? cp->n - n0 : imgs, npos = ni * osp;
+            /* a list: the tile's listed positions alone (sk: the next one) */
+            const int32_t *sq = NULL;
+            if (cpos) {
+                int64_t s0 = sk;
+                while (sk < cpos->n && cpos->q[sk] < (n0 + ni) * osp) sk++;
+                if (sk == s0) continue;
+                sq = cpos->q + s0, npos = sk - s0;
+            }
             const float *xg = x + (n0 * cp->c + g * cp->cg) * cp->isp;
             /* position q's first float: its image's, then its row and column at
              * the stride (a unit Conv's r itself: its input rows are its output's) */
-            for (int64_t q = 0; q < npos; q++) {
-                int64_t r = q % osp;
-                pin[q] = (int32_t)(q / osp * cp->c * cp->isp + r / ow * sh * iw + r % ow * sw);
+            for (int64_t j = 0; j < npos; j++) {
+                int64_t q = sq ? sq[j] - n0 * osp : j, r = q % osp;
+                pin[j] = (int32_t)(q / osp * cp->c * cp->isp + r / ow * sh * iw + r % ow * sw);
             }
             for (int64_t q = npos; q < npos + PL_NP; q++) pin[q] = 0;
             int64_t yoff = (n0 * cp->m + g * cp->mg) * osp;
@@ -291,22 +347,32 @@ AVX512 static void pl_run(const bf__conv_params *cp, const float *x, const float
                         pl_dispatch(nv, np, xp, isp, wk, kn, acc + q0 * 64, k0 == 0);
                     }
                 }
-                pl_epilogue(cp, acc, ni, r0, nv, bg, act, y + yoff, act && act->res ? act->res + yoff : NULL);
+                const float *rg = act && act->res ? act->res + yoff : NULL;
+                if (sq) pl_epilogue_list(cp, acc, npos, sq, n0, r0, nv, bg, act, y + yoff, rg);
+                else pl_epilogue(cp, acc, ni, r0, nv, bg, act, y + yoff, rg);
                 v0 += nv;
             }
         }
 }
 #endif
 
+/* a list's places in y (pl_epilogue_list's indexes): a tile's outputs in 32 bits */
+static int pl_list_fits(const bf__conv_params *cp)
+{
+    return (double)bf__conv_pwl_images(cp) * (double)cp->m * (double)cp->osp < (double)INT32_MAX;
+}
+
 int bf__conv_pwl(const bf__conv_params *cp, const float *x, const float *wt, const float *wpk, const float *bias,
-                 const bf__act *act, float *y, void *scratch)
+                 const bf__act *act, float *y, void *scratch, bf__cpos *cpos)
 {
 #if PL512
     if (!bias || !scratch || !bf__conv_pwl_ok(cp) || cp->scratch_floats < bf__conv_pwl_floats(cp)) return 0;
-    pl_run(cp, x, wt, wpk, bias, act, y, scratch);
+    if (cpos && !pl_list_fits(cp)) cpos = NULL;   /* every position: the listed ones' bits too */
+    pl_run(cp, x, wt, wpk, bias, act, y, scratch, cpos);
+    if (cpos) cpos->used = 1;
     return 1;
 #else
-    (void)cp, (void)x, (void)wt, (void)wpk, (void)bias, (void)act, (void)y, (void)scratch;
+    (void)cp, (void)x, (void)wt, (void)wpk, (void)bias, (void)act, (void)y, (void)scratch, (void)cpos;
     return 0;
 #endif
 }
@@ -372,4 +438,13 @@ static int pwl_shape(const bf__conv_params *cp)
 int bf__conv_pwl_want(const bf__conv_params *cp)
 {
     return bf__conv_pwl_ok(cp) && pwl_shape(cp);
+}
+
+/* With a list, also the unit 1x1s of maps under BF__CONV_COLS / 2
+ * positions that the rule above leaves to the product (mobilenet_v2's
+ * 7x7 expansions, K 160: measured level with it, h15-dw): a list's
+ * positions are no whole images, which the product's panels take. */
+int bf__conv_pwl_list_ok(const bf__conv_params *cp)
+{
+    return bf__conv_pwl_ok(cp) && (pwl_shape(cp) || (cp->path == BF__CONV_POINTWISE && cp->osp < BF__CONV_COLS / 2));
 }

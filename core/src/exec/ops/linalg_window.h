@@ -365,13 +365,30 @@ int bf__conv_pw_batched(const bf__conv_params *cp, const float *x, const float *
  * shape); bf__conv_pwl_images images a call; bf__conv_pwl_floats of
  * scratch (0: none); bf__conv_pwl: every channel of every image (wpk: W
  * packed once, or NULL), act->res laid out as y; 0 when it does not take
- * the step (y untouched). */
+ * the step (y untouched). cpos: the output positions to compute alone
+ * (op.h; cpos->used then set), NULL: all. */
 int bf__conv_pwl_ok(const bf__conv_params *cp);
 int bf__conv_pwl_want(const bf__conv_params *cp);
+/* ... and those it takes with a list of positions (the wanted ones and
+ * the small maps' unit 1x1s) */
+int bf__conv_pwl_list_ok(const bf__conv_params *cp);
 int64_t bf__conv_pwl_images(const bf__conv_params *cp);
 size_t bf__conv_pwl_floats(const bf__conv_params *cp);
 int bf__conv_pwl(const bf__conv_params *cp, const float *x, const float *wt, const float *wpk, const float *bias,
-                 const bf__act *act, float *y, void *scratch);
+                 const bf__act *act, float *y, void *scratch, bf__cpos *cpos);
+/* linalg_conv_pwlist.c: a unit 1x1 Conv (one group, a bias, cp->simd of
+ * AVX2 or more, maps of at most BF__PW_LIST_MAXPOS positions, none pws
+ * takes) on a list of output positions, each listed output the whole
+ * step's bits, the others untouched; the gather room cpos->work of at
+ * least bf__conv_pw_list_floats(c, m, osp) floats (an image's X,
+ * residual and output). 0 when it does not take the step (y untouched).
+ * The bound keeps a worker's room for it near 1 MiB on mobilenet_v2's
+ * 28x28 layers (784 positions). */
+#define BF__PW_LIST_MAXPOS 1024
+int bf__conv_pw_list_ok(const bf__conv_params *cp);
+int64_t bf__conv_pw_list_floats(int64_t c, int64_t m, int64_t osp);
+int bf__conv_pw_list(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
+                     const bf__act *act, float *y, bf__cpos *cpos);
 /* W packed once for bf__conv_pwl (wpk above; NULL: it packs per call):
  * m x kc floats where the step would take the lanes at cp->simd, whatever
  * this CPU has (the plan's estimate), else 0; bf__conv_pwl_pack writes
