@@ -354,13 +354,13 @@ AVX512 static void pl_run(const bf__conv_params *cp, const float *x, const float
             }
         }
 }
-#endif
 
 /* a list's places in y (pl_epilogue_list's indexes): a tile's outputs in 32 bits */
 static int pl_list_fits(const bf__conv_params *cp)
 {
     return (double)bf__conv_pwl_images(cp) * (double)cp->m * (double)cp->osp < (double)INT32_MAX;
 }
+#endif
 
 int bf__conv_pwl(const bf__conv_params *cp, const float *x, const float *wt, const float *wpk, const float *bias,
                  const bf__act *act, float *y, void *scratch, bf__cpos *cpos)
