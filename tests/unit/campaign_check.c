@@ -580,6 +580,20 @@ bf_campaign_spec tc_base_spec(int64_t batch)
     return s;
 }
 
+bf_campaign_spec tc_site_spec(int64_t batch, uint64_t seed, int64_t trials, char **tensor, bf_target target, int bits,
+                              bf_persistence persist)
+{
+    bf_campaign_spec s = tc_base_spec(batch);
+    s.seed = seed;
+    s.trials = trials;
+    s.tensors = tensor;
+    s.n_tensors = 1;
+    s.target = target;
+    s.bits = bits;
+    s.persistence = persist;
+    return s;
+}
+
 void tc_cap_init(tc_capture *c, int64_t n)
 {
     memset(c, 0, sizeof *c);

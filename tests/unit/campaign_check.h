@@ -143,6 +143,10 @@ int64_t tc_run_engines(const bf_model *m, const bf_dataset *ds, const bf_campaig
 void tc_budgets_match_exact(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, int64_t extra_budget);
 /* Single-bit fp32 weight flips, prediction changes only, at `batch`. */
 bf_campaign_spec tc_base_spec(int64_t batch);
+/* tc_base_spec with seed, trials, one tensor (or value) of `target`,
+ * `bits` flips and `persist`: the differential tests' single-site campaigns */
+bf_campaign_spec tc_site_spec(int64_t batch, uint64_t seed, int64_t trials, char **tensor, bf_target target, int bits,
+                              bf_persistence persist);
 
 /* One kind of fault a differential-vs-exact test sweeps. */
 typedef struct tc_config {

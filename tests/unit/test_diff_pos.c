@@ -27,7 +27,7 @@
  * input position reaching its own output position alone) changes records
  * here, and fails this test; residual_outside_the_reach's graph (below)
  * fails when the residual's positions are left out of the list.
- * pointwise_lanes_match_exact does the same for the 1x1 lanes' lists
+ * pointwise_lanes_match_exact does the same for the 1x1 Convs' lists
  * (build_lanes). The same lists on torch.onnx.export's graph:
  * tests/cli/psum_torch.py. */
 #include <math.h>
@@ -108,12 +108,14 @@ static void build_shift(bf_model **m, bf_dataset **ds)
     dg_finish_images(&g, &rng, SAMPLES, CIN, HW, CLASSES, "pos_shift", m, ds);
 }
 
-/* The 1x1 lanes (linalg_conv_pwlanes.c) on 7x7 maps, a mobilenet_v2
+/* 1x1 Convs on 7x7 maps (the lanes, linalg_conv_pwlanes.c, on AVX-512; the
+ * gathered product on AVX2), a mobilenet_v2
  * block's shape: x -> Conv A (3x3) -> Relu "ra" -> Conv E (1x1, 128 ->
  * 192: K 128, a shape the lanes take with a list alone) -> Clip(0, 6) ->
  * Conv F (1x1, 192 -> 128: a projection, the lanes' shape) -> Add(ra, f)
  * -> Relu -> the head. A fault on ra at p moves E's input, and F's
- * residual, at p alone: both re-run on lists of one position an image. */
+ * residual, at p alone: both re-run on lists of one position an image
+ * (on AVX2 too: the gathered product takes any unit 1x1's list). */
 static void build_lanes(bf_model **m, bf_dataset **ds)
 {
     tg_graph g = {.opset = 13};
@@ -134,15 +136,7 @@ static void build_lanes(bf_model **m, bf_dataset **ds)
 
 static bf_campaign_spec spec_of(char **tensors, bf_target target)
 {
-    bf_campaign_spec s = tc_base_spec(BATCH);
-    s.seed = 5;
-    s.trials = TRIALS;
-    s.tensors = tensors;
-    s.n_tensors = 1;
-    s.target = target;
-    s.bits = 1;
-    s.persistence = BF_PERSIST_PERMANENT;
-    return s;
+    return tc_site_spec(BATCH, 5, TRIALS, tensors, target, 1, BF_PERSIST_PERMANENT);
 }
 
 /* spec s run exact (prep NULL) or on a prepared differential golden pass */
@@ -174,6 +168,19 @@ static void check_exact(const bf_model *m, const bf_dataset *ds, const bf_campai
     }
 }
 
+/* where the CPU has `level`, the value faults' re-runs (at least min_runs)
+ * took lists of fewer than half their batches' positions; elsewhere the
+ * Convs take paths that compute every position (why) */
+static void expect_lists(const bf_campaign_result *r, int level, int64_t min_runs, const char *why)
+{
+    if (bf__sgemm_best() < level) {
+        printf("%s\n", why);
+        return;
+    }
+    assert_true(r->pos.runs >= min_runs);
+    assert_true(r->pos.positions > 0 && r->pos.positions < r->pos.of / 2);
+}
+
 static void positions_match_exact(void **state)
 {
     (void)state;
@@ -185,13 +192,8 @@ static void positions_match_exact(void **state)
     bf_campaign_result pw = {0}, pv = {0};
     check_exact(m, ds, &sw, "conv_a.weight, 1 bit", &pw);
     check_exact(m, ds, &sv, "relu_a's output, permanent", &pv);
-    if (bf__sgemm_best() < BF_SGEMM_AVX2) {
-        printf("no AVX2: B and C take another path, which computes every position\n");
-    } else {
-        /* B's and C's re-runs on lists, each of fewer positions than its batch */
-        assert_true(pv.pos.runs >= 2);
-        assert_true(pv.pos.positions > 0 && pv.pos.positions < pv.pos.of / 2);
-    }
+    /* B's and C's re-runs on lists, each of fewer positions than its batch */
+    expect_lists(&pv, BF_SGEMM_AVX2, 2, "no AVX2: B and C take another path, which computes every position");
     bf_dataset_free(ds);
     bf_model_free(m);
 }
@@ -206,14 +208,15 @@ static void residual_outside_the_reach(void **state)
     bf_campaign_spec sv = spec_of(tv, BF_TARGET_ACTIVATIONS);
     bf_campaign_result pv = {0};
     check_exact(m, ds, &sv, "t, permanent (shifted)", &pv);
-    if (bf__sgemm_best() >= BF_SGEMM_AVX2) assert_true(pv.pos.runs > 0 && pv.pos.positions < pv.pos.of / 2);
+    expect_lists(&pv, BF_SGEMM_AVX2, 1, "no AVX2: B takes another path, which computes every position");
     bf_dataset_free(ds);
     bf_model_free(m);
 }
 
-/* The lanes' lists (AVX-512 alone: elsewhere E and F take kernels that
- * compute every position), and a weight fault in E: one channel of its
- * Clip moved wherever the Clip leaves it, F's re-runs on lists or whole */
+/* The 1x1 Convs' lists (the lanes' on AVX-512, the product on gathered
+ * columns on AVX2: linalg_conv_pwlist.c), and a weight fault in E: one
+ * channel of its Clip moved wherever the Clip leaves it, F's re-runs on
+ * lists or whole */
 static void pointwise_lanes_match_exact(void **state)
 {
     (void)state;
@@ -223,14 +226,9 @@ static void pointwise_lanes_match_exact(void **state)
     char *rv[] = {"ra"}, *we[] = {"conv_e.weight"};
     bf_campaign_spec sv = spec_of(rv, BF_TARGET_ACTIVATIONS), sw = spec_of(we, BF_TARGET_WEIGHTS);
     bf_campaign_result pv = {0}, pw = {0};
-    check_exact(m, ds, &sv, "ra, permanent (1x1 lanes)", &pv);
-    check_exact(m, ds, &sw, "conv_e.weight, 1 bit (1x1 lanes)", &pw);
-    if (bf__sgemm_best() >= BF_SGEMM_AVX512) {
-        assert_true(pv.pos.runs >= 2);
-        assert_true(pv.pos.positions > 0 && pv.pos.positions < pv.pos.of / 2);
-    } else {
-        printf("no AVX-512: E and F take the product, which computes every position\n");
-    }
+    check_exact(m, ds, &sv, "ra, permanent (1x1 Convs)", &pv);
+    check_exact(m, ds, &sw, "conv_e.weight, 1 bit (1x1 Convs)", &pw);
+    expect_lists(&pv, BF_SGEMM_AVX2, 2, "no AVX2: E and F take paths that compute every position");
     bf_dataset_free(ds);
     bf_model_free(m);
 }

@@ -100,15 +100,7 @@ static void build(bf_model **m, bf_dataset **ds)
 
 static bf_campaign_spec spec_of(char **tensors, bf_target target, int bits, bf_persistence persist)
 {
-    bf_campaign_spec s = tc_base_spec(BATCH);
-    s.seed = 11;
-    s.trials = TRIALS;
-    s.tensors = tensors;
-    s.n_tensors = 1;
-    s.target = target;
-    s.bits = bits;
-    s.persistence = persist;
-    return s;
+    return tc_site_spec(BATCH, 11, TRIALS, tensors, target, bits, persist);
 }
 
 /* spec s run exact (prep NULL) or on a prepared differential golden pass,

@@ -80,14 +80,7 @@ static void build(bf_model **m, bf_dataset **ds)
 
 static bf_campaign_spec spec_of(char **tensors, bf_target target)
 {
-    bf_campaign_spec s = tc_base_spec(BATCH);
-    s.seed = 5;
-    s.trials = TRIALS;
-    s.tensors = tensors;
-    s.n_tensors = 1;
-    s.target = target;
-    s.persistence = BF_PERSIST_PERMANENT;
-    return s;
+    return tc_site_spec(BATCH, 5, TRIALS, tensors, target, 1, BF_PERSIST_PERMANENT);
 }
 
 /* a value the cache keeps, square planes: its name, channels, and rows (= columns) */

@@ -213,6 +213,18 @@ AVX512 static void pl_pack(const float *w, int64_t kc, int64_t r0, int nv, int64
     }
 }
 
+/* One output channel's 16 lanes after the product: (1 * s) + bias, the
+ * residual Add (r, the Add's A first where act->res_a), max(lo, v) and
+ * min(hi, v); block512's operations in its order. r: NULL for none. */
+AVX512 static inline __attribute__((always_inline)) __m512 pl_finish(__m512 s, float bias, const __m512 *r,
+                                                                      const bf__act *act, __m512 lo, __m512 hi)
+{
+    __m512 u = add_first(_mm512_mul_ps(_mm512_set1_ps(1.0f), s), _mm512_set1_ps(bias));
+    if (r) u = act->res_a ? add_first(*r, u) : add_first(u, *r);
+    if (act) u = _mm512_min_ps(hi, _mm512_max_ps(lo, u));
+    return u;
+}
+
 /* The epilogue of rows r0 .. r0 + 16 nv over the tile's ni images: the sums
  * (acc, [position][64]) back to positions in lanes, 16 positions of one
  * image at a time, then block512's operations in its order; act->res laid
@@ -221,7 +233,6 @@ AVX512 static void pl_epilogue(const bf__conv_params *cp, const float *acc, int6
                                const float *bias, const bf__act *act, float *yg, const float *rg)
 {
     const int64_t osp = cp->osp, img = cp->m * osp;
-    const __m512 one = _mm512_set1_ps(1.0f);
     const __m512 lo = _mm512_set1_ps(act ? act->lo : 0.0f), hi = _mm512_set1_ps(act ? act->hi : 0.0f);
     for (int64_t i = 0; i < ni; i++)
         for (int64_t p0 = 0; p0 < osp; p0 += 16) {
@@ -234,13 +245,8 @@ AVX512 static void pl_epilogue(const bf__conv_params *cp, const float *acc, int6
                 bf__transpose16(t);
                 for (int c = 0; c < 16; c++) {
                     int64_t ch = r0 + 16 * v + c, at = i * img + ch * osp + p0;
-                    __m512 u = add_first(_mm512_mul_ps(one, t[c]), _mm512_set1_ps(bias[ch]));
-                    if (rg) {
-                        __m512 r = _mm512_maskz_loadu_ps(km, rg + at);
-                        u = act->res_a ? add_first(r, u) : add_first(u, r);
-                    }
-                    if (act) u = _mm512_min_ps(hi, _mm512_max_ps(lo, u));
-                    _mm512_mask_storeu_ps(yg + at, km, u);
+                    __m512 r = rg ? _mm512_maskz_loadu_ps(km, rg + at) : _mm512_setzero_ps();
+                    _mm512_mask_storeu_ps(yg + at, km, pl_finish(t[c], bias[ch], rg ? &r : NULL, act, lo, hi));
                 }
             }
         }
@@ -256,7 +262,6 @@ AVX512 static void pl_epilogue_list(const bf__conv_params *cp, const float *acc,
                                     float *yg, const float *rg)
 {
     const int64_t osp = cp->osp, img = cp->m * osp;
-    const __m512 one = _mm512_set1_ps(1.0f);
     const __m512 lo = _mm512_set1_ps(act ? act->lo : 0.0f), hi = _mm512_set1_ps(act ? act->hi : 0.0f);
     for (int64_t j0 = 0; j0 < npos; j0 += 16) {
         int np = npos - j0 < 16 ? (int)(npos - j0) : 16;
@@ -274,13 +279,9 @@ AVX512 static void pl_epilogue_list(const bf__conv_params *cp, const float *acc,
             bf__transpose16(t);
             for (int c = 0; c < 16; c++) {
                 int64_t ch = r0 + 16 * v + c;
-                __m512 u = add_first(_mm512_mul_ps(one, t[c]), _mm512_set1_ps(bias[ch]));
-                if (rg) {
-                    __m512 r = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), km, at, rg + ch * osp, 4);
-                    u = act->res_a ? add_first(r, u) : add_first(u, r);
-                }
-                if (act) u = _mm512_min_ps(hi, _mm512_max_ps(lo, u));
-                _mm512_mask_i32scatter_ps(yg + ch * osp, km, at, u, 4);
+                __m512 r = rg ? _mm512_mask_i32gather_ps(_mm512_setzero_ps(), km, at, rg + ch * osp, 4)
+                              : _mm512_setzero_ps();
+                _mm512_mask_i32scatter_ps(yg + ch * osp, km, at, pl_finish(t[c], bias[ch], rg ? &r : NULL, act, lo, hi), 4);
             }
         }
     }
